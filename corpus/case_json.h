@@ -1,0 +1,27 @@
+// The one serializer of case inputs: every op's problem to and from JSON, bit-exact.
+// Finite doubles are written as JSON numbers in the shortest form that round-trips (so
+// fp16/bf16/fp32 values, all exact doubles, come back bit for bit); NaN and +-Inf, which
+// JSON lacks, are the strings "nan", "inf", "-inf".
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "model/problems.h"
+
+namespace detfuzz::corpus {
+
+nlohmann::json json_double(double value);
+// Throws detfuzz::Error{input} naming `what` when `value` is not a number or one of the
+// strings above.
+double double_from_json(const nlohmann::json& value, const std::string& what);
+
+nlohmann::json to_json(const NmsProblem& problem);
+nlohmann::json to_json(const BoxIouProblem& problem);
+
+// Validating readers: a malformed input names the field, what was expected and what came.
+NmsProblem nms_problem_from_json(const nlohmann::json& json);
+BoxIouProblem box_iou_problem_from_json(const nlohmann::json& json);
+
+}  // namespace detfuzz::corpus

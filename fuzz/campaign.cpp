@@ -1,0 +1,267 @@
+#include "fuzz/campaign.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "model/error.h"
+
+namespace detfuzz::fuzz {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::uint64_t fnv1a(const std::string& text) {
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ULL;
+  return hash;
+}
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+// A cell's time slice: short enough that a slow cell cannot starve the others, long
+// enough that bookkeeping stays negligible.
+constexpr double kSliceSeconds = 0.05;
+
+struct CellState {
+  CellPlan plan;
+  reports::CellSummary summary;
+  std::map<std::string, std::size_t> finding_by_signature;  // index into report.findings
+  double elapsed_s = 0;
+  bool done = false;
+};
+
+std::string replay_command(const CellPlan& plan, const CampaignOptions& options, std::uint64_t index) {
+  return fmt::format(
+      "detfuzz run --ops {} --targets {} --dtypes {} --devices {} --seed {} --cases {} --max-boxes {}",
+      plan.op->name(), plan.target, dtype_name(plan.dtype), device_name(plan.device), options.seed,
+      index + 1, options.max_boxes);
+}
+
+nlohmann::json config_json(const CampaignOptions& options, const std::vector<CellPlan>& cells) {
+  std::vector<std::string> dtypes, devices, fail_on, ops, targets;
+  for (DType d : options.dtypes) dtypes.emplace_back(dtype_name(d));
+  for (Device d : options.devices) devices.push_back(device_name(d));
+  for (FindingKind k : options.fail_on) fail_on.emplace_back(finding_kind_name(k));
+  for (const auto& cell : cells) {
+    if (std::find(ops.begin(), ops.end(), cell.op->name()) == ops.end()) ops.push_back(cell.op->name());
+    if (std::find(targets.begin(), targets.end(), cell.target) == targets.end())
+      targets.push_back(cell.target);
+  }
+  nlohmann::json config = {{"ops", ops},
+                           {"targets", targets},
+                           {"dtypes", dtypes},
+                           {"devices", devices},
+                           {"seed", options.seed},
+                           {"max_boxes", options.max_boxes},
+                           {"fail_on_extra", fail_on},
+                           {"shrink_budget_s", options.shrink_budget_s}};
+  config["cases_per_cell"] =
+      options.cases_per_cell ? nlohmann::json(*options.cases_per_cell) : nlohmann::json(nullptr);
+  config["budget_s"] = options.budget_s ? nlohmann::json(*options.budget_s) : nlohmann::json(nullptr);
+  return config;
+}
+
+}  // namespace
+
+std::string CellPlan::label() const {
+  return fmt::format("{}/{}/{}/{}", op->name(), target, dtype_name(dtype), device_name(device));
+}
+
+std::vector<CellPlan> plan_cells(const Registry& registry, const CampaignOptions& options) {
+  std::vector<std::string> known_ops;
+  for (const auto& op : registry.ops) known_ops.push_back(op->name());
+  std::vector<const OpHarness*> ops;
+  if (options.ops.empty()) {
+    for (const auto& op : registry.ops) ops.push_back(op.get());
+  } else {
+    for (const auto& name : options.ops) {
+      const OpHarness* op = registry.find(name);
+      if (!op)
+        throw Error(ErrorKind::usage, fmt::format("unknown op '{}' in --ops; known ops: {}", name,
+                                                  fmt::join(known_ops, ", ")));
+      ops.push_back(op);
+    }
+  }
+  std::set<std::string> offered;
+  for (const OpHarness* op : ops)
+    for (const auto& target : op->target_names()) offered.insert(target);
+  for (const auto& target : options.targets)
+    if (!offered.count(target))
+      throw Error(ErrorKind::usage,
+                  fmt::format("unknown target '{}' in --targets; the selected ops offer: {} "
+                              "(see `detfuzz list`)",
+                              target, fmt::join(offered, ", ")));
+  if (options.dtypes.empty()) throw Error(ErrorKind::usage, "--dtypes is empty; give at least one of fp16, bf16, fp32, fp64");
+  if (options.devices.empty()) throw Error(ErrorKind::usage, "--devices is empty; give cpu and/or cuda");
+
+  std::vector<CellPlan> cells;
+  for (const OpHarness* op : ops)
+    for (const auto& target : op->target_names()) {
+      if (!options.targets.empty() &&
+          std::find(options.targets.begin(), options.targets.end(), target) == options.targets.end())
+        continue;
+      for (DType dtype : options.dtypes)
+        for (Device device : options.devices) cells.push_back({op, target, dtype, device});
+    }
+  if (cells.empty())
+    throw Error(ErrorKind::usage,
+                "no op offers the selected targets; see `detfuzz list` for which op has which target");
+  return cells;
+}
+
+std::uint64_t case_seed(std::uint64_t seed, const std::string& op, DType dtype, std::uint64_t index) {
+  return splitmix64(splitmix64(seed ^ fnv1a(op + "/" + std::string(dtype_name(dtype)))) + index);
+}
+
+int generator_size(std::uint64_t index) { return static_cast<int>(index % 101); }
+
+bool finding_fails(FindingKind kind, const std::vector<FindingKind>& fail_on) {
+  return fails_by_default(kind) || std::find(fail_on.begin(), fail_on.end(), kind) != fail_on.end();
+}
+
+reports::Report run_campaign(const Registry& registry, const CampaignOptions& options,
+                             ProgressSink& progress) {
+  const std::vector<CellPlan> plans = plan_cells(registry, options);
+  const auto start = Clock::now();
+  reports::Report report;
+  report.config = config_json(options, plans);
+
+  std::vector<CellState> cells;
+  for (const auto& plan : plans) {
+    CellState cell;
+    cell.plan = plan;
+    cell.summary.op = plan.op->name();
+    cell.summary.target = plan.target;
+    cell.summary.dtype = std::string(dtype_name(plan.dtype));
+    cell.summary.device = device_name(plan.device);
+    kernels::Availability availability = plan.op->availability(plan.target, plan.device);
+    std::optional<std::string> unsupported;
+    if (!availability.available) unsupported = availability.reason;
+    else unsupported = plan.op->unsupported_reason(plan.target, plan.dtype, plan.device);
+    if (unsupported) {
+      cell.summary.status = "unsupported";
+      cell.summary.reason = *unsupported;
+      cell.done = true;
+      progress.event(fmt::format("{}: unsupported ({})", plan.label(), *unsupported));
+    }
+    cells.push_back(std::move(cell));
+  }
+
+  ProgressSnapshot snapshot;
+  snapshot.cells_total = cells.size();
+  snapshot.cells_done = std::count_if(cells.begin(), cells.end(), [](const CellState& c) { return c.done; });
+  snapshot.budget_s = options.budget_s;
+  if (options.cases_per_cell) {
+    std::uint64_t runnable = std::count_if(cells.begin(), cells.end(), [](const CellState& c) { return !c.done; });
+    snapshot.planned_cases = runnable * *options.cases_per_cell;
+  }
+
+  auto budget_left = [&] { return !options.budget_s || seconds_since(start) < *options.budget_s; };
+  while (budget_left()) {
+    CellState* cell = nullptr;
+    for (auto& candidate : cells)
+      if (!candidate.done && (!cell || candidate.elapsed_s < cell->elapsed_s)) cell = &candidate;
+    if (!cell) break;
+    const CellPlan& plan = cell->plan;
+    snapshot.current_cell = plan.label();
+    const auto slice_start = Clock::now();
+    while (seconds_since(slice_start) < kSliceSeconds && budget_left()) {
+      const std::uint64_t index = cell->summary.cases;
+      if (options.cases_per_cell && index >= *options.cases_per_cell) {
+        cell->done = true;
+        break;
+      }
+      CaseRequest request{plan.target, plan.dtype, plan.device,
+                          case_seed(options.seed, plan.op->name(), plan.dtype, index),
+                          generator_size(index), options.max_boxes};
+      CaseOutcome outcome = plan.op->run_case(request);
+      ++cell->summary.cases;
+      ++snapshot.cases;
+      cell->summary.max_normalized_error =
+          std::max(cell->summary.max_normalized_error, outcome.judgement.max_normalized_error);
+
+      for (const auto& verdict : outcome.judgement.verdicts) {
+        const std::string kind(finding_kind_name(verdict.kind));
+        ++cell->summary.occurrences_by_kind[kind];
+        const std::string signature = fmt::format("{}/{}/{}", plan.label(), kind, verdict.property);
+        auto known = cell->finding_by_signature.find(signature);
+        if (known != cell->finding_by_signature.end()) {
+          ++report.findings[known->second].occurrences;
+          continue;
+        }
+        const double found_after_s = cell->elapsed_s + seconds_since(slice_start);
+        double shrink_seconds = options.shrink_budget_s;
+        if (options.budget_s)
+          shrink_seconds = std::min(shrink_seconds, std::max(0.5, *options.budget_s - seconds_since(start)));
+        ShrinkLimits limits{Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(shrink_seconds)),
+                            options.shrink_max_evaluations};
+        ShrinkResult shrunk = plan.op->shrink(request, verdict.kind, verdict.property, limits);
+
+        reports::FindingRecord finding;
+        finding.op = plan.op->name();
+        finding.target = plan.target;
+        finding.dtype = cell->summary.dtype;
+        finding.device = cell->summary.device;
+        finding.kind = kind;
+        finding.property = verdict.property;
+        finding.signature = signature;
+        finding.message = shrunk.verdict.message;
+        finding.fails = finding_fails(verdict.kind, options.fail_on);
+        finding.seed = options.seed;
+        finding.case_seed = request.case_seed;
+        finding.case_index = index;
+        finding.generator_size = request.generator_size;
+        finding.found_after_cases = index + 1;
+        finding.found_after_s = found_after_s;
+        finding.size = shrunk.size;
+        finding.original_size = outcome.size;
+        finding.shrink_steps = shrunk.steps;
+        finding.shrink_complete = shrunk.complete;
+        finding.input = shrunk.input;
+        finding.details = shrunk.verdict.details;
+        finding.replay = replay_command(plan, options, index);
+        cell->finding_by_signature[signature] = report.findings.size();
+        report.findings.push_back(std::move(finding));
+        ++cell->summary.findings;
+        ++snapshot.findings;
+        progress.event(fmt::format("{} [{}] {}: {}", plan.label(), kind, verdict.property,
+                                   shrunk.verdict.message));
+      }
+      snapshot.elapsed_s = seconds_since(start);
+      progress.tick(snapshot);
+    }
+    cell->elapsed_s += seconds_since(slice_start);
+    if (cell->done) ++snapshot.cells_done;
+  }
+  progress.finish();
+
+  for (auto& cell : cells) {
+    cell.summary.elapsed_s = cell.elapsed_s;
+    if (cell.summary.status != "unsupported") {
+      bool failed = false;
+      for (const auto& [signature, index] : cell.finding_by_signature)
+        failed = failed || report.findings[index].fails;
+      cell.summary.status = failed ? "failed" : "ok";
+    }
+    report.cells.push_back(cell.summary);
+  }
+  report.elapsed_s = seconds_since(start);
+  return report;
+}
+
+}  // namespace detfuzz::fuzz

@@ -1,0 +1,56 @@
+// A campaign: the op x target x dtype x device matrix, each cell fed a deterministic
+// stream of cases, findings deduplicated per signature and shrunk, all of it a pure
+// function of the options (the same seed and settings give the same cases and findings).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fuzz/ops/op_harness.h"
+#include "fuzz/progress.h"
+#include "model/finding_kind.h"
+#include "reports/report.h"
+
+namespace detfuzz::fuzz {
+
+struct CampaignOptions {
+  std::vector<std::string> ops;      // empty: every op
+  std::vector<std::string> targets;  // empty: every target of the selected ops
+  std::vector<DType> dtypes{kFloatDTypes.begin(), kFloatDTypes.end()};
+  std::vector<Device> devices{Device::cpu};
+  std::optional<std::uint64_t> cases_per_cell;
+  std::optional<double> budget_s;  // wall time shared fairly by the cells
+  std::uint64_t seed = 1;
+  int max_boxes = 64;
+  std::vector<FindingKind> fail_on;  // kinds that fail beyond the default ones
+  double shrink_budget_s = 10;       // per finding
+  int shrink_max_evaluations = 2000;
+};
+
+struct CellPlan {
+  const OpHarness* op = nullptr;
+  std::string target;
+  DType dtype = DType::fp32;
+  Device device = Device::cpu;
+  std::string label() const;  // "nms/torchvision/fp32/cpu"
+};
+
+// Validates the selection against the registry (unknown names: Error{usage} listing the
+// known ones) and expands the matrix.
+std::vector<CellPlan> plan_cells(const Registry& registry, const CampaignOptions& options);
+
+// The seed of case `index` of (op, dtype): independent of target and device, so every
+// target of an op sees the same inputs, on CPU and CUDA alike.
+std::uint64_t case_seed(std::uint64_t seed, const std::string& op, DType dtype, std::uint64_t index);
+
+// RapidCheck size of case `index`: cycles 0..100 so small cases come first and recur.
+int generator_size(std::uint64_t index);
+
+bool finding_fails(FindingKind kind, const std::vector<FindingKind>& fail_on);
+
+reports::Report run_campaign(const Registry& registry, const CampaignOptions& options,
+                             ProgressSink& progress);
+
+}  // namespace detfuzz::fuzz

@@ -1,0 +1,104 @@
+#include "fuzz/compare/continuous.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+
+#include "corpus/case_json.h"
+#include "model/dtype.h"
+
+namespace detfuzz::compare {
+namespace {
+
+std::vector<std::int64_t> unflatten(std::size_t flat, const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> index(shape.size(), 0);
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 0) break;
+    index[d] = static_cast<std::int64_t>(flat) % shape[d];
+    flat /= static_cast<std::size_t>(shape[d]);
+  }
+  return index;
+}
+
+struct Worst {
+  std::size_t element = 0;
+  double normalized_error = -1;
+  std::size_t count = 0;
+};
+
+}  // namespace
+
+Judgement compare_continuous(const HostTensor& output, const std::vector<ExpectedValue>& expected,
+                             const OutputContract& contract, DType input_dtype) {
+  Judgement judgement;
+  if (auto breach = check_contract(output, contract)) {
+    judgement.verdicts.push_back(*breach);
+    return judgement;
+  }
+  const DType output_dtype = parse_dtype(contract.dtype).value_or(DType::fp64);
+  std::map<FindingKind, Worst> worst;
+  std::vector<double> strict_tolerance(expected.size()), storage_tolerance(expected.size());
+  double max_normalized = 0;
+
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const ExpectedValue& e = expected[i];
+    const double kernel = output.values[i];
+    if (e.undefined) continue;
+    const double output_rounding = half_ulp(output_dtype, e.value);
+    strict_tolerance[i] = e.strict_bound + output_rounding;
+    storage_tolerance[i] = e.storage_bound + output_rounding;
+
+    std::optional<FindingKind> kind;
+    double normalized = 0;
+    if (!std::isfinite(kernel)) {
+      bool true_value_in_range = std::fabs(e.value) <= float_format(output_dtype).max_finite;
+      kind = (e.range_ok && true_value_in_range) ? FindingKind::nan : FindingKind::overflow;
+      normalized = std::numeric_limits<double>::infinity();
+    } else {
+      double error = std::fabs(kernel - e.value);
+      normalized = strict_tolerance[i] > 0 ? error / strict_tolerance[i]
+                                           : (error == 0 ? 0 : std::numeric_limits<double>::infinity());
+      if (error > strict_tolerance[i]) {
+        if (error <= storage_tolerance[i]) kind = FindingKind::precision;
+        else kind = e.range_ok ? FindingKind::mismatch : FindingKind::overflow;
+      }
+    }
+    if (std::isfinite(normalized)) max_normalized = std::max(max_normalized, normalized);
+    if (!kind) continue;
+    Worst& w = worst[*kind];
+    ++w.count;
+    if (normalized > w.normalized_error) w = {i, normalized, w.count};
+  }
+  judgement.max_normalized_error = max_normalized;
+
+  for (const auto& [kind, w] : worst) {
+    const ExpectedValue& e = expected[w.element];
+    const double kernel = output.values[w.element];
+    const auto index = unflatten(w.element, output.shape);
+    Verdict verdict;
+    verdict.kind = kind;
+    verdict.property = "oracle";
+    verdict.message = fmt::format(
+        "{}{}: kernel {} vs oracle {} (|error| {:.3g}, tolerance {:.3g} with {} arithmetic, "
+        "{:.3g} with {} arithmetic){}",
+        contract.name, shape_string(index), kernel, e.value, std::fabs(kernel - e.value),
+        strict_tolerance[w.element], dtype_name(accumulate_type(input_dtype)),
+        storage_tolerance[w.element], dtype_name(input_dtype),
+        w.count > 1 ? fmt::format("; {} elements like it", w.count) : std::string());
+    verdict.details = {
+        {"element", index},
+        {"kernel", corpus::json_double(kernel)},
+        {"oracle", corpus::json_double(e.value)},
+        {"normalized_error", corpus::json_double(w.normalized_error)},
+        {"tolerance", strict_tolerance[w.element]},
+        {"storage_tolerance", storage_tolerance[w.element]},
+        {"intermediates_in_range", e.range_ok},
+        {"elements_of_this_kind", w.count},
+    };
+    judgement.verdicts.push_back(std::move(verdict));
+  }
+  return judgement;
+}
+
+}  // namespace detfuzz::compare

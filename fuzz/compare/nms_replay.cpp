@@ -1,0 +1,208 @@
+#include "fuzz/compare/nms_replay.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "corpus/case_json.h"
+#include "oracles/box_iou.h"
+#include "oracles/nms.h"
+
+namespace detfuzz::compare {
+namespace {
+
+struct DecisionInfo {
+  Decision decision = Decision::keep;
+  double iou = 0;
+  double tolerance = 0;
+};
+
+bool zero_area(const Box& box) { return box.x1 == box.x2 || box.y1 == box.y2; }
+
+DecisionInfo decide_with_evidence(const Box& kept, const Box& candidate, double threshold,
+                                  const DecisionPolicy& policy) {
+  if (policy.convention == BoxConvention::continuous && threshold >= 0 &&
+      oracles::disjoint(kept, candidate)) {
+    // IoU is exactly 0, or 0/0 when both boxes have no area (undefined: either way).
+    bool undefined = zero_area(kept) && zero_area(candidate);
+    return {undefined ? Decision::either : Decision::keep, undefined ? NAN : 0.0, 0.0};
+  }
+  const oracles::IouTerms terms = oracles::iou_terms(kept, candidate, policy.convention);
+  if (terms.undefined) return {Decision::either, terms.value, 0.0};
+  if (policy.lenient_out_of_range && !terms.range_ok(policy.compute))
+    return {Decision::either, terms.value, INFINITY};
+  // A kernel may compare against the threshold rounded to its compute type.
+  double threshold_rounding =
+      representable(policy.compute, threshold) ? 0.0 : half_ulp(policy.compute, threshold);
+  double tolerance = oracles::kIouBoundSafety *
+                         (terms.bound(policy.compute) + terms.bound(DType::fp64)) +
+                     threshold_rounding;
+  Decision sure = terms.value > threshold ? Decision::suppress : Decision::keep;
+  // tolerance 0: every step is exact in the compute type, so the comparison is decided.
+  if (tolerance == 0 || std::fabs(terms.value - threshold) > tolerance)
+    return {sure, terms.value, tolerance};
+  return {Decision::either, terms.value, tolerance};
+}
+
+nlohmann::json box_json(const NmsProblem& problem, std::int64_t index) {
+  const Box& b = problem.boxes[index];
+  return {{"index", index},
+          {"box", {b.x1, b.y1, b.x2, b.y2}},
+          {"score", problem.scores[index]}};
+}
+
+nlohmann::json decision_json(const NmsProblem& problem, std::int64_t kept, std::int64_t candidate,
+                             const DecisionInfo& info, const char* expected) {
+  return {{"kept", box_json(problem, kept)},
+          {"candidate", box_json(problem, candidate)},
+          {"iou", corpus::json_double(info.iou)},
+          {"threshold", problem.iou_threshold},
+          {"tolerance", corpus::json_double(info.tolerance)},
+          {"expected", expected}};
+}
+
+std::vector<std::int64_t> head(const std::vector<std::int64_t>& list, std::size_t count = 64) {
+  return {list.begin(), list.begin() + static_cast<std::ptrdiff_t>(std::min(count, list.size()))};
+}
+
+}  // namespace
+
+Decision decide(const Box& kept, const Box& candidate, double threshold,
+                const DecisionPolicy& policy) {
+  return decide_with_evidence(kept, candidate, threshold, policy).decision;
+}
+
+ReplayResult replay_nms(const NmsProblem& problem, const std::vector<std::int64_t>& keep,
+                        const DecisionPolicy& policy) {
+  ReplayResult result;
+  const auto n = static_cast<std::int64_t>(problem.boxes.size());
+  const auto& scores = problem.scores;
+  const double threshold = problem.iou_threshold;
+
+  // 1. Valid, distinct indices; then the order.
+  std::vector<bool> is_kept(problem.boxes.size(), false);
+  for (std::int64_t index : keep) {
+    if (index < 0 || index >= n) {
+      result.explanation = fmt::format("index {} is out of range for {} boxes", index, n);
+      result.trace = {{"invalid_index", index}};
+      return result;
+    }
+    if (is_kept[index]) {
+      result.explanation = fmt::format("index {} appears twice in the output", index);
+      result.trace = {{"duplicate_index", index}};
+      return result;
+    }
+    is_kept[index] = true;
+  }
+  std::vector<std::int64_t> visit = keep;
+  // Stable: among equal scores the kernel's own order is its visiting order.
+  std::stable_sort(visit.begin(), visit.end(),
+                   [&](std::int64_t a, std::int64_t b) { return scores[a] > scores[b]; });
+  const bool order_ok = visit == keep;
+
+  // 2. No kept box may be surely suppressed by a box visited before it.
+  for (std::size_t p = 0; p < visit.size(); ++p) {
+    for (std::size_t q = 0; q < p; ++q) {
+      DecisionInfo info =
+          decide_with_evidence(problem.boxes[visit[q]], problem.boxes[visit[p]], threshold, policy);
+      if (info.decision != Decision::suppress) continue;
+      result.explanation = fmt::format(
+          "box {} is kept, but box {} (score {}) was kept before it and overlaps it with IoU "
+          "{} > threshold {} (tolerance {:.3g}): it should have been suppressed",
+          visit[p], visit[q], scores[visit[q]], info.iou, threshold, info.tolerance);
+      result.trace = decision_json(problem, visit[q], visit[p], info, "suppressed");
+      return result;
+    }
+  }
+
+  // 3. Every box left out needs a kept box of higher or equal score that may suppress it.
+  for (std::int64_t j = 0; j < n; ++j) {
+    if (is_kept[j]) continue;
+    bool suppressible = false;
+    DecisionInfo closest;
+    std::int64_t closest_box = -1;
+    for (std::int64_t k : visit) {
+      if (scores[k] < scores[j]) break;
+      DecisionInfo info = decide_with_evidence(problem.boxes[k], problem.boxes[j], threshold, policy);
+      if (info.decision != Decision::keep) {
+        suppressible = true;
+        break;
+      }
+      if (closest_box < 0 || info.iou > closest.iou) {
+        closest = info;
+        closest_box = k;
+      }
+    }
+    if (suppressible) continue;
+    if (closest_box < 0) {
+      result.explanation = fmt::format(
+          "box {} (score {}) is missing from the output, but no box with a higher or equal "
+          "score was kept, so nothing can have suppressed it",
+          j, scores[j]);
+      result.trace = {{"missing", box_json(problem, j)}};
+    } else {
+      result.explanation = fmt::format(
+          "box {} (score {}) is missing from the output, but no kept box with a higher or "
+          "equal score overlaps it with IoU > {} (largest: IoU {} with box {}, tolerance {:.3g})",
+          j, scores[j], threshold, closest.iou, closest_box, closest.tolerance);
+      result.trace = decision_json(problem, closest_box, j, closest, "kept");
+    }
+    return result;
+  }
+
+  result.consistent = true;
+  result.order_only = !order_ok;
+  if (!order_ok) {
+    result.explanation = "the kept set is right but not in decreasing score order";
+    result.trace = {{"expected_order", head(visit)}, {"kernel_order", head(keep)}};
+  }
+  return result;
+}
+
+Judgement judge_nms_output(const NmsProblem& problem, const HostTensor& output, DType dtype,
+                           Device device, BoxConvention convention) {
+  Judgement judgement;
+  OutputContract contract{"keep", {-1}, "int64", device};
+  if (auto breach = check_contract(output, contract)) {
+    judgement.verdicts.push_back(*breach);
+    return judgement;
+  }
+  std::vector<std::int64_t> keep(output.values.begin(), output.values.end());
+
+  const DType strict = accumulate_type(dtype);
+  ReplayResult verdict_source = replay_nms(problem, keep, {strict, false, convention});
+  FindingKind kind = FindingKind::mismatch;
+  if (verdict_source.consistent) {
+    if (!verdict_source.order_only) return judgement;
+    kind = FindingKind::order;
+  } else {
+    ReplayResult storage =
+        strict == dtype ? verdict_source : replay_nms(problem, keep, {dtype, false, convention});
+    ReplayResult lenient = replay_nms(problem, keep, {strict, true, convention});
+    if (storage.consistent) {
+      kind = storage.order_only ? FindingKind::order : FindingKind::precision;
+    } else if (lenient.consistent) {
+      kind = lenient.order_only ? FindingKind::order : FindingKind::overflow;
+    }
+  }
+
+  Verdict verdict;
+  verdict.kind = kind;
+  verdict.property = "oracle";
+  verdict.message = verdict_source.explanation;
+  if (kind == FindingKind::precision)
+    verdict.message += fmt::format(" (consistent with {} arithmetic)", dtype_name(dtype));
+  if (kind == FindingKind::overflow)
+    verdict.message += " (consistent once out-of-range intermediates may go either way)";
+  verdict.details = {{"decision", verdict_source.trace},
+                     {"kernel_keep", head(keep)},
+                     {"oracle_keep", head(oracles::nms(problem, convention).keep)},
+                     {"kernel_kept", keep.size()},
+                     {"boxes", problem.boxes.size()}};
+  judgement.verdicts.push_back(std::move(verdict));
+  return judgement;
+}
+
+}  // namespace detfuzz::compare

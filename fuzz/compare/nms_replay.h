@@ -1,0 +1,51 @@
+// Discrete comparison of NMS by ambiguity-aware replay of the oracle's decisions.
+//
+// A decision "IoU(k, j) > threshold" is ambiguous when the fp64 IoU lies within its
+// tolerance of the threshold (or the IoU is 0/0); scores equal in the dtype may be visited
+// in any order. The kernel's keep list is consistent iff some resolution of the ambiguous
+// decisions produces it exactly. Because each (kept, later) pair is decided once and
+// independently, that existential reduces to three local conditions, checked in
+// O(|keep|^2 + n |keep|):
+//   1. keep lists valid, distinct indices in non-increasing score order;
+//   2. no kept box is surely suppressed by a box kept before it;
+//   3. every box left out may be suppressed by some kept box of higher or equal score.
+// A list that only fails condition 1's order is an `order` finding.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "fuzz/compare/contract.h"
+#include "fuzz/compare/verdict.h"
+#include "model/dtype.h"
+#include "model/problems.h"
+
+namespace detfuzz::compare {
+
+enum class Decision { suppress, keep, either };
+
+struct DecisionPolicy {
+  DType compute = DType::fp32;  // the arithmetic whose error bound makes decisions ambiguous
+  bool lenient_out_of_range = false;  // range hazards may go either way
+  BoxConvention convention = BoxConvention::continuous;
+};
+
+// What "IoU(kept, candidate) > threshold" must be under `policy`.
+Decision decide(const Box& kept, const Box& candidate, double threshold, const DecisionPolicy& policy);
+
+struct ReplayResult {
+  bool consistent = false;
+  bool order_only = false;  // the set is consistent, its order is not
+  std::string explanation;  // why not, naming boxes, IoU, threshold and tolerance
+  nlohmann::json trace;     // the deciding comparison(s)
+};
+
+ReplayResult replay_nms(const NmsProblem& problem, const std::vector<std::int64_t>& keep,
+                        const DecisionPolicy& policy);
+
+// Contract (1-D int64 on the inputs' device), then replay in tiers: accumulate type (ok),
+// storage dtype (precision), range hazards lenient (overflow), else mismatch/order.
+Judgement judge_nms_output(const NmsProblem& problem, const HostTensor& output, DType dtype,
+                           Device device, BoxConvention convention = BoxConvention::continuous);
+
+}  // namespace detfuzz::compare

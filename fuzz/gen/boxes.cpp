@@ -1,0 +1,362 @@
+#include "fuzz/gen/boxes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+namespace detfuzz::gen {
+namespace {
+
+using Boxes = std::vector<Box>;
+
+// Largest coordinate magnitude of the ordinary scenarios: the dtype's range for fp16,
+// 2^24 (where fp32 integers stop being exact) for the others.
+double coordinate_cap(DType dtype) {
+  return dtype == DType::fp16 ? float_format(DType::fp16).max_finite : std::ldexp(1.0, 24);
+}
+
+double clamp_to_range(DType dtype, double value) {
+  double max = float_format(dtype).max_finite;
+  return std::clamp(value, -max, max);
+}
+
+rc::Gen<int> count(int max_count) {
+  return rc::gen::weightedOneOf<int>({
+      {3, rc::gen::inRange(0, std::min(3, max_count + 1))},
+      {4, rc::gen::inRange(0, std::min(17, max_count + 1))},
+      {3, rc::gen::inRange(0, max_count + 1)},
+      {1, rc::gen::just(max_count)},
+  });
+}
+
+rc::Gen<Boxes> uniform(DType dtype, int n) {
+  std::vector<double> scales;
+  for (double s : {1.0, 8.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65504.0, 1048576.0, 16777216.0})
+    if (s <= coordinate_cap(dtype)) scales.push_back(s);
+  return rc::gen::mapcat(rc::gen::elementOf(scales), [n](double scale) {
+    auto box = rc::gen::map(
+        rc::gen::tuple(rc::gen::inRange(0, 4097), rc::gen::inRange(0, 4097),
+                       rc::gen::inRange(0, 4097), rc::gen::inRange(0, 4097)),
+        [scale](const std::tuple<int, int, int, int>& t) {
+          auto [x, y, w, h] = t;
+          double x1 = scale * x / 4096, y1 = scale * y / 4096;
+          return Box{x1, y1, x1 + scale * w / 8192, y1 + scale * h / 8192};
+        });
+    return rc::gen::container<Boxes>(n, box);
+  });
+}
+
+rc::Gen<Boxes> grid(int n) {
+  return rc::gen::mapcat(rc::gen::element(1.0, 0.5, 0.25), [n](double step) {
+    auto box = rc::gen::map(
+        rc::gen::tuple(rc::gen::inRange(0, 64), rc::gen::inRange(0, 64), rc::gen::inRange(0, 33),
+                       rc::gen::inRange(0, 33)),
+        [step](const std::tuple<int, int, int, int>& t) {
+          auto [x, y, w, h] = t;
+          return Box{step * x, step * y, step * (x + w), step * (y + h)};
+        });
+    return rc::gen::container<Boxes>(n, box);
+  });
+}
+
+rc::Gen<Boxes> clustered(DType dtype, int n) {
+  const double cap = coordinate_cap(dtype);
+  return rc::gen::mapcat(
+      rc::gen::tuple(rc::gen::inRange(1, 4), rc::gen::element(8.0, 32.0, 100.0, 300.0)),
+      [n, cap](const std::tuple<int, double>& setup) {
+        auto [centres, size] = setup;
+        return rc::gen::mapcat(
+            rc::gen::container<std::vector<std::pair<int, int>>>(
+                centres, rc::gen::pair(rc::gen::inRange(0, 1024), rc::gen::inRange(0, 1024))),
+            [n, cap, size](const std::vector<std::pair<int, int>>& centre_list) {
+              const int jitter = static_cast<int>(size / 4);
+              const double spread = std::min(cap / 2048, 64.0);
+              auto box = rc::gen::map(
+                  rc::gen::tuple(rc::gen::inRange(0, static_cast<int>(centre_list.size())),
+                                 rc::gen::inRange(-jitter, jitter + 1),
+                                 rc::gen::inRange(-jitter, jitter + 1),
+                                 rc::gen::inRange(-jitter, jitter + 1),
+                                 rc::gen::inRange(-jitter, jitter + 1)),
+                  [centre_list, size, spread](const std::tuple<int, int, int, int, int>& t) {
+                    auto [c, dx, dy, dw, dh] = t;
+                    double cx = centre_list[c].first * spread, cy = centre_list[c].second * spread;
+                    double w = std::max(0.0, size + dw), h = std::max(0.0, size + dh);
+                    double x1 = cx + dx - w / 2, y1 = cy + dy - h / 2;
+                    return Box{x1, y1, x1 + w, y1 + h};
+                  });
+              return rc::gen::container<Boxes>(n, box);
+            });
+      });
+}
+
+// A pair whose IoU is `focus` in exact arithmetic before rounding, then one coordinate of
+// the second box moved by a few ulps of the dtype: straddles the threshold by design.
+rc::Gen<Boxes> near_threshold(DType dtype, double focus, int n) {
+  const int max_extent = static_cast<int>(std::min(coordinate_cap(dtype) / 4, 2048.0));
+  auto pair = rc::gen::map(
+      rc::gen::tuple(rc::gen::inRange(1, max_extent + 1), rc::gen::inRange(1, max_extent + 1),
+                     rc::gen::inRange(0, max_extent + 1), rc::gen::inRange(0, max_extent + 1),
+                     rc::gen::inRange(0, 3), rc::gen::inRange(-3, 4), rc::gen::inRange(0, 9)),
+      [dtype, focus](const std::tuple<int, int, int, int, int, int, int>& t) {
+        auto [wi, hi, oxi, oyi, construction, nudge, fraction_bits] = t;
+        const double unit = std::ldexp(1.0, -fraction_bits);
+        double w = wi * unit, h = hi * unit, ox = oxi * unit, oy = oyi * unit;
+        Box a{ox, oy, ox + w, oy + h};
+        Box b = a;
+        double shift = (1 - focus) / (1 + focus);
+        if (construction == 0) b = {ox + w * shift, oy, ox + w * shift + w, oy + h};
+        if (construction == 1) b = {ox, oy + h * shift, ox + w, oy + h * shift + h};
+        if (construction == 2) b = {ox, oy, ox + focus * w, oy + h};
+        a = round_box(dtype, a);
+        b = round_box(dtype, b);
+        double moved = step_ulps(dtype, b.x2, nudge);
+        if (moved >= b.x1 && std::isfinite(moved)) b.x2 = moved;
+        return Boxes{a, b};
+      });
+  return rc::gen::map(rc::gen::container<std::vector<Boxes>>(std::max(1, n / 2), pair),
+                      [](const std::vector<Boxes>& pairs) {
+                        Boxes flat;
+                        for (const Boxes& p : pairs) flat.insert(flat.end(), p.begin(), p.end());
+                        return flat;
+                      });
+}
+
+// p/q with a small q equal to `focus` as a double, when there is one.
+std::optional<std::pair<int, int>> small_fraction(double focus) {
+  for (int q = 1; q <= 64; ++q) {
+    int p = static_cast<int>(std::lround(focus * q));
+    if (static_cast<double>(p) / q == focus) return std::make_pair(p, q);
+  }
+  return std::nullopt;
+}
+
+// Integer pairs whose IoU is exactly p/q: widths m(q+p) shifted by m(q-p), or a box of
+// width m*p inside one of width m*q. Exact in every dtype for small integers.
+rc::Gen<Boxes> exact_threshold(DType dtype, double focus, int n) {
+  auto fraction = small_fraction(focus);
+  if (!fraction) return near_threshold(dtype, focus, n);
+  auto [p, q] = *fraction;
+  const int max_m = std::max(1, 1024 / (p + q));
+  auto pair = rc::gen::map(
+      rc::gen::tuple(rc::gen::inRange(1, max_m + 1), rc::gen::inRange(1, 33),
+                     rc::gen::inRange(0, 513), rc::gen::inRange(0, 513), rc::gen::inRange(0, 3)),
+      [p, q](const std::tuple<int, int, int, int, int>& t) {
+        auto [m, h, ox, oy, construction] = t;
+        double w = m * (q + p), shift = m * (q - p);
+        if (construction == 2) {
+          return Boxes{{1.0 * ox, 1.0 * oy, ox + 1.0 * m * q, 1.0 * oy + h},
+                       {1.0 * ox, 1.0 * oy, ox + 1.0 * m * p, 1.0 * oy + h}};
+        }
+        if (construction == 1) {
+          return Boxes{{1.0 * oy, 1.0 * ox, 1.0 * oy + h, ox + w},
+                       {1.0 * oy, ox + shift, 1.0 * oy + h, ox + shift + w}};
+        }
+        return Boxes{{1.0 * ox, 1.0 * oy, ox + w, 1.0 * oy + h},
+                     {ox + shift, 1.0 * oy, ox + shift + w, 1.0 * oy + h}};
+      });
+  return rc::gen::map(rc::gen::container<std::vector<Boxes>>(std::max(1, n / 2), pair),
+                      [](const std::vector<Boxes>& pairs) {
+                        Boxes flat;
+                        for (const Boxes& pr : pairs) flat.insert(flat.end(), pr.begin(), pr.end());
+                        return flat;
+                      });
+}
+
+rc::Gen<Boxes> duplicates(DType dtype, int n) {
+  return rc::gen::mapcat(uniform(dtype, std::min(n, 3) + 1), [n](const Boxes& base) {
+    return rc::gen::map(
+        rc::gen::container<std::vector<int>>(n, rc::gen::inRange(0, static_cast<int>(base.size()))),
+        [base](const std::vector<int>& picks) {
+          Boxes boxes;
+          for (int i : picks) boxes.push_back(base[i]);
+          return boxes;
+        });
+  });
+}
+
+rc::Gen<Boxes> degenerate(int n) {
+  auto box = rc::gen::map(
+      rc::gen::tuple(rc::gen::inRange(0, 256), rc::gen::inRange(0, 256), rc::gen::inRange(0, 64),
+                     rc::gen::inRange(0, 64), rc::gen::inRange(0, 3)),
+      [](const std::tuple<int, int, int, int, int>& t) {
+        auto [x, y, w, h, shape] = t;
+        if (shape == 0) w = 0;                 // zero width
+        if (shape == 1) h = 0;                 // zero height
+        if (shape == 2) w = h = 0;             // a point
+        return Box{1.0 * x, 1.0 * y, 1.0 * x + w, 1.0 * y + h};
+      });
+  return rc::gen::container<Boxes>(n, box);
+}
+
+rc::Gen<Boxes> far_from_origin(DType dtype, int n) {
+  const int max_exponent = dtype == DType::fp16 ? 14 : 30;
+  return rc::gen::mapcat(
+      rc::gen::tuple(rc::gen::inRange(8, max_exponent + 1), rc::gen::element(1.0, -1.0)),
+      [n](const std::tuple<int, double>& setup) {
+        auto [exponent, sign] = setup;
+        const double offset = sign * std::ldexp(1.0, exponent);
+        auto box = rc::gen::map(
+            rc::gen::tuple(rc::gen::inRange(0, 256), rc::gen::inRange(0, 256),
+                           rc::gen::inRange(0, 64), rc::gen::inRange(0, 64)),
+            [offset](const std::tuple<int, int, int, int>& t) {
+              auto [x, y, w, h] = t;
+              double x1 = offset + x / 4.0, y1 = offset + y / 4.0;
+              return Box{x1, y1, x1 + w / 4.0, y1 + h / 4.0};
+            });
+        return rc::gen::container<Boxes>(n, box);
+      });
+}
+
+rc::Gen<Boxes> spanning(DType dtype, int n) {
+  const double cap = coordinate_cap(dtype);
+  auto box = rc::gen::map(
+      rc::gen::tuple(rc::gen::inRange(1, 9), rc::gen::inRange(1, 9), rc::gen::inRange(1, 9),
+                     rc::gen::inRange(1, 9)),
+      [cap](const std::tuple<int, int, int, int>& t) {
+        auto [a, b, c, d] = t;
+        return Box{-cap * a / 8, -cap * c / 8, cap * b / 8, cap * d / 8};
+      });
+  return rc::gen::container<Boxes>(n, box);
+}
+
+rc::Gen<Boxes> extreme(int n) {
+  return rc::gen::mapcat(rc::gen::inRange(20, 71), [n](int exponent) {
+    const double scale = std::ldexp(1.0, exponent);
+    auto box = rc::gen::map(
+        rc::gen::tuple(rc::gen::inRange(0, 1025), rc::gen::inRange(0, 1025),
+                       rc::gen::inRange(0, 1025), rc::gen::inRange(0, 1025)),
+        [scale](const std::tuple<int, int, int, int>& t) {
+          auto [x, y, w, h] = t;
+          double x1 = scale * x / 1024, y1 = scale * y / 1024;
+          return Box{x1, y1, x1 + scale * w / 1024, y1 + scale * h / 1024};
+        });
+    return rc::gen::container<Boxes>(n, box);
+  });
+}
+
+rc::Gen<Boxes> scenario_part(DType dtype, double focus, int n) {
+  std::vector<std::pair<std::size_t, rc::Gen<Boxes>>> choices = {
+      {3, uniform(dtype, n)},       {2, grid(n)},
+      {3, clustered(dtype, n)},     {3, near_threshold(dtype, focus, n)},
+      {2, exact_threshold(dtype, focus, n)}, {1, duplicates(dtype, n)},
+      {1, degenerate(n)},           {1, far_from_origin(dtype, n)},
+      {1, spanning(dtype, n)},
+  };
+  if (dtype != DType::fp16) choices.push_back({1, extreme(n)});
+  // weightedOneOf takes an initializer_list; build the same choice by hand.
+  std::size_t total = 0;
+  for (const auto& c : choices) total += c.first;
+  return rc::gen::mapcat(rc::gen::inRange<std::size_t>(0, total), [choices](std::size_t pick) {
+    for (const auto& [weight, generator] : choices) {
+      if (pick < weight) return generator;
+      pick -= weight;
+    }
+    return choices.front().second;
+  });
+}
+
+}  // namespace
+
+std::string scenario_name(Scenario scenario) {
+  switch (scenario) {
+    case Scenario::uniform: return "uniform";
+    case Scenario::grid: return "grid";
+    case Scenario::clustered: return "clustered";
+    case Scenario::near_threshold: return "near_threshold";
+    case Scenario::exact_threshold: return "exact_threshold";
+    case Scenario::duplicates: return "duplicates";
+    case Scenario::degenerate: return "degenerate";
+    case Scenario::far_from_origin: return "far_from_origin";
+    case Scenario::spanning: return "spanning";
+    case Scenario::extreme: return "extreme";
+  }
+  return "unknown";
+}
+
+Box round_box(DType dtype, const Box& box) {
+  // Rounding is monotone, so x1 <= x2 survives it.
+  return {round_to(dtype, clamp_to_range(dtype, box.x1)), round_to(dtype, clamp_to_range(dtype, box.y1)),
+          round_to(dtype, clamp_to_range(dtype, box.x2)), round_to(dtype, clamp_to_range(dtype, box.y2))};
+}
+
+rc::Gen<std::vector<Box>> box_set(const BoxGenOptions& options, double focus) {
+  const DType dtype = options.dtype;
+  const int max_boxes = std::max(0, options.max_boxes);
+  auto part = rc::gen::mapcat(count(max_boxes), [dtype, focus](int n) {
+    return scenario_part(dtype, focus, n);
+  });
+  auto parts = rc::gen::mapcat(rc::gen::inRange(1, 4), [part](int how_many) {
+    return rc::gen::container<std::vector<Boxes>>(how_many, part);
+  });
+  auto assembled = rc::gen::map(parts, [dtype, max_boxes](const std::vector<Boxes>& pieces) {
+    Boxes boxes;
+    for (const Boxes& piece : pieces)
+      for (const Box& box : piece) {
+        if (static_cast<int>(boxes.size()) == max_boxes) return boxes;
+        boxes.push_back(round_box(dtype, box));
+      }
+    return boxes;
+  });
+  return rc::gen::weightedOneOf<Boxes>({{1, rc::gen::just(Boxes{})}, {19, assembled}});
+}
+
+rc::Gen<std::vector<double>> scores(DType dtype, std::size_t count) {
+  auto rounded = [dtype](std::vector<double> values) {
+    for (double& v : values) v = round_to(dtype, v);
+    return values;
+  };
+  auto distinct = rc::gen::map(rc::gen::container<std::vector<int>>(count, rc::gen::inRange(0, 1 << 20)),
+                               [rounded](const std::vector<int>& ks) {
+                                 std::vector<double> values;
+                                 for (int k : ks) values.push_back(std::ldexp(k, -20));
+                                 return rounded(values);
+                               });
+  auto levels = rc::gen::map(
+      rc::gen::container<std::vector<double>>(count, rc::gen::element(0.5, 0.9, 0.75, 0.25)), rounded);
+  auto sorted = rc::gen::map(distinct, [](std::vector<double> values) {
+    std::sort(values.begin(), values.end(), std::greater<>());
+    return values;
+  });
+  return rc::gen::weightedOneOf<std::vector<double>>({
+      {6, distinct},
+      {2, levels},
+      {1, rc::gen::just(std::vector<double>(count, 0.5))},
+      {1, sorted},
+  });
+}
+
+rc::Gen<double> iou_threshold() {
+  return rc::gen::weightedOneOf<double>({
+      {4, rc::gen::element(0.5, 0.25, 0.75, 0.375, 0.625)},
+      {4, rc::gen::element(0.7, 0.3, 0.45, 0.6, 0.65, 0.9, 0.1)},
+      {2, rc::gen::map(rc::gen::inRange(0, 1001), [](int k) { return k / 1000.0; })},
+      {1, rc::gen::element(0.0, 1.0)},
+  });
+}
+
+rc::Gen<NmsProblem> nms_problem(const BoxGenOptions& options) {
+  return rc::gen::mapcat(iou_threshold(), [options](double threshold) {
+    return rc::gen::mapcat(box_set(options, threshold), [options, threshold](const std::vector<Box>& boxes) {
+      return rc::gen::map(scores(options.dtype, boxes.size()),
+                          [boxes, threshold](const std::vector<double>& score_values) {
+                            return NmsProblem{boxes, score_values, threshold};
+                          });
+    });
+  });
+}
+
+rc::Gen<BoxIouProblem> box_iou_problem(const BoxGenOptions& options) {
+  auto focus = rc::gen::map(rc::gen::inRange(1, 100), [](int k) { return k / 100.0; });
+  return rc::gen::mapcat(focus, [options](double f) {
+    auto independent = rc::gen::map(rc::gen::pair(box_set(options, f), box_set(options, f)),
+                                    [](const std::pair<std::vector<Box>, std::vector<Box>>& sets) {
+                                      return BoxIouProblem{sets.first, sets.second};
+                                    });
+    auto with_itself = rc::gen::map(box_set(options, f), [](const std::vector<Box>& set) {
+      return BoxIouProblem{set, set};
+    });
+    return rc::gen::weightedOneOf<BoxIouProblem>({{4, independent}, {1, with_itself}});
+  });
+}
+
+}  // namespace detfuzz::gen

@@ -1,0 +1,115 @@
+// box_iou: bound-normalized comparison with the fp64 oracle, plus exact properties:
+// scaling all coordinates by 2^k changes no IoU bit, and box_iou(b, a) is the transpose of
+// box_iou(a, b) bit for bit (the union is a1 + a2 either way).
+#include "corpus/case_json.h"
+#include "fuzz/compare/continuous.h"
+#include "fuzz/ops/invariance.h"
+#include "fuzz/ops/typed_harness.h"
+#include "oracles/box_iou.h"
+
+namespace detfuzz::fuzz {
+namespace {
+
+using BoxIouTarget = kernels::Target<BoxIouProblem>;
+
+std::vector<compare::ExpectedValue> expected_values(const BoxIouProblem& problem, DType dtype) {
+  const DType strict = accumulate_type(dtype);
+  std::vector<compare::ExpectedValue> expected;
+  for (const oracles::IouTerms& terms : oracles::box_iou(problem.boxes1, problem.boxes2)) {
+    const double oracle_error = terms.bound(DType::fp64);
+    expected.push_back({terms.value, terms.undefined,
+                        oracles::kIouBoundSafety * (terms.bound(strict) + oracle_error),
+                        oracles::kIouBoundSafety * (terms.bound(dtype) + oracle_error),
+                        terms.range_ok(strict)});
+  }
+  return expected;
+}
+
+std::optional<compare::Verdict> rerun_identical(const BoxIouProblem& changed,
+                                                const BoxIouTarget& target, DType dtype,
+                                                Device device, const HostTensor& expected,
+                                                const std::string& property,
+                                                const std::string& message, bool transpose) {
+  auto run = run_guarded(target, changed, dtype, device, property);
+  if (auto* verdict = std::get_if<compare::Verdict>(&run)) return *verdict;
+  HostTensor output = std::get<std::vector<HostTensor>>(run).at(0);
+  if (transpose && output.shape.size() == 2) {
+    HostTensor transposed = output;
+    const auto rows = output.shape[0], cols = output.shape[1];
+    transposed.shape = {cols, rows};
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) transposed.values[c * rows + r] = output.values[r * cols + c];
+    output = transposed;
+  }
+  if (identical(expected, output)) return std::nullopt;
+  std::size_t first_difference = 0;
+  while (first_difference < std::min(expected.values.size(), output.values.size()) &&
+         expected.values[first_difference] == output.values[first_difference])
+    ++first_difference;
+  nlohmann::json details = {{"first_difference", first_difference}};
+  if (first_difference < std::min(expected.values.size(), output.values.size())) {
+    details["original"] = corpus::json_double(expected.values[first_difference]);
+    details["changed"] = corpus::json_double(output.values[first_difference]);
+  }
+  return compare::Verdict{FindingKind::mismatch, property, message, details};
+}
+
+compare::Judgement judge(const BoxIouProblem& problem, const BoxIouTarget& target, DType dtype,
+                         Device device) {
+  auto run = run_guarded(target, problem, dtype, device);
+  if (auto* verdict = std::get_if<compare::Verdict>(&run)) return {{*verdict}, -1};
+  const auto& outputs = std::get<std::vector<HostTensor>>(run);
+  if (outputs.empty())
+    return {{{FindingKind::shape, "contract", "the kernel returned no output", {}}}, -1};
+  // torchvision's contract: _upcast turns fp16/bf16 results into fp32.
+  compare::OutputContract contract{"iou",
+                                   {static_cast<std::int64_t>(problem.boxes1.size()),
+                                    static_cast<std::int64_t>(problem.boxes2.size())},
+                                   std::string(dtype_name(accumulate_type(dtype))),
+                                   device};
+  compare::Judgement judgement =
+      compare::compare_continuous(outputs[0], expected_values(problem, dtype), contract, dtype);
+  if (!judgement.consistent()) return judgement;
+
+  std::vector<Box> all = problem.boxes1;
+  all.insert(all.end(), problem.boxes2.begin(), problem.boxes2.end());
+  if (int exponent = safe_scale_exponent(all, dtype)) {
+    BoxIouProblem scaled{scale_boxes(problem.boxes1, exponent), scale_boxes(problem.boxes2, exponent)};
+    if (auto verdict = rerun_identical(
+            scaled, target, dtype, device, outputs[0], "scale_invariance",
+            "multiplying every coordinate by 2^" + std::to_string(exponent) + " changed the IoU",
+            false))
+      judgement.verdicts.push_back(*verdict);
+  }
+  if (!(problem.boxes1 == problem.boxes2)) {
+    BoxIouProblem swapped{problem.boxes2, problem.boxes1};
+    if (auto verdict = rerun_identical(swapped, target, dtype, device, outputs[0], "symmetry",
+                                       "box_iou(b, a) is not the transpose of box_iou(a, b)", true))
+      judgement.verdicts.push_back(*verdict);
+  }
+  return judgement;
+}
+
+}  // namespace
+
+std::unique_ptr<OpHarness> make_box_iou_harness(std::vector<BoxIouTarget> targets) {
+  OpDefinition<BoxIouProblem> definition;
+  definition.name = "box_iou";
+  definition.description = "pairwise IoU matrix of two box sets (torchvision.ops.box_iou contract)";
+  definition.targets = std::move(targets);
+  definition.generator = gen::box_iou_problem;
+  definition.judge = judge;
+  definition.to_json = [](const BoxIouProblem& p) { return corpus::to_json(p); };
+  definition.from_json = corpus::box_iou_problem_from_json;
+  definition.size = [](const BoxIouProblem& p) { return p.boxes1.size() + p.boxes2.size(); };
+  definition.reductions = [](const BoxIouProblem& p) {
+    std::vector<BoxIouProblem> smaller;
+    for (auto range : removal_ranges(p.boxes1.size())) smaller.push_back({without(p.boxes1, range), p.boxes2});
+    for (auto range : removal_ranges(p.boxes2.size())) smaller.push_back({p.boxes1, without(p.boxes2, range)});
+    return smaller;
+  };
+  definition.probe = {{{0, 0, 2, 2}}, {{1, 1, 3, 3}}};
+  return std::make_unique<TypedOpHarness<BoxIouProblem>>(std::move(definition));
+}
+
+}  // namespace detfuzz::fuzz

@@ -1,0 +1,98 @@
+// nms: the oracle replay (fuzz/compare/nms_replay.h) plus two oracle-free properties that
+// hold exactly for any IEEE kernel: scaling all coordinates by 2^k changes no decision,
+// and permuting boxes with distinct scores changes no kept box.
+#include <algorithm>
+
+#include "corpus/case_json.h"
+#include "fuzz/compare/nms_replay.h"
+#include "fuzz/ops/invariance.h"
+#include "fuzz/ops/typed_harness.h"
+
+namespace detfuzz::fuzz {
+namespace {
+
+using NmsTarget = kernels::Target<NmsProblem>;
+
+std::optional<compare::Verdict> scale_invariance(const NmsProblem& problem, const NmsTarget& target,
+                                                 DType dtype, Device device, const HostTensor& keep) {
+  const int exponent = safe_scale_exponent(problem.boxes, dtype);
+  if (exponent == 0) return std::nullopt;
+  NmsProblem scaled = problem;
+  scaled.boxes = scale_boxes(problem.boxes, exponent);
+  auto run = run_guarded(target, scaled, dtype, device, "scale_invariance");
+  if (auto* verdict = std::get_if<compare::Verdict>(&run)) return *verdict;
+  const HostTensor& scaled_keep = std::get<std::vector<HostTensor>>(run).at(0);
+  if (identical(keep, scaled_keep)) return std::nullopt;
+  return compare::Verdict{
+      FindingKind::mismatch, "scale_invariance",
+      "multiplying every coordinate by 2^" + std::to_string(exponent) +
+          " (exact in binary floating point) changed the kept boxes",
+      {{"scale_exponent", exponent}, {"keep", keep.values}, {"scaled_keep", scaled_keep.values}}};
+}
+
+std::optional<compare::Verdict> permutation_invariance(const NmsProblem& problem,
+                                                       const NmsTarget& target, DType dtype,
+                                                       Device device, const HostTensor& keep) {
+  std::vector<double> sorted = problem.scores;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.size() < 2 || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    return std::nullopt;  // ties may legitimately be visited in another order
+  const auto permutation = fixed_permutation(problem.boxes.size());
+  NmsProblem permuted = problem;
+  for (std::size_t i = 0; i < permutation.size(); ++i) {
+    permuted.boxes[i] = problem.boxes[permutation[i]];
+    permuted.scores[i] = problem.scores[permutation[i]];
+  }
+  auto run = run_guarded(target, permuted, dtype, device, "permutation_invariance");
+  if (auto* verdict = std::get_if<compare::Verdict>(&run)) return *verdict;
+  HostTensor mapped = std::get<std::vector<HostTensor>>(run).at(0);
+  for (double& index : mapped.values)
+    if (index >= 0 && index < static_cast<double>(permutation.size()))
+      index = static_cast<double>(permutation[static_cast<std::size_t>(index)]);
+  if (identical(keep, mapped)) return std::nullopt;
+  return compare::Verdict{FindingKind::mismatch, "permutation_invariance",
+                          "permuting the input boxes (all scores distinct) changed the kept boxes",
+                          {{"permutation", permutation}, {"keep", keep.values},
+                           {"permuted_keep_mapped_back", mapped.values}}};
+}
+
+compare::Judgement judge(const NmsProblem& problem, const NmsTarget& target, DType dtype,
+                         Device device) {
+  auto run = run_guarded(target, problem, dtype, device);
+  if (auto* verdict = std::get_if<compare::Verdict>(&run)) return {{*verdict}, -1};
+  const auto& outputs = std::get<std::vector<HostTensor>>(run);
+  if (outputs.empty())
+    return {{{FindingKind::shape, "contract", "the kernel returned no output", {}}}, -1};
+  compare::Judgement judgement = compare::judge_nms_output(problem, outputs[0], dtype, device);
+  if (!judgement.consistent()) return judgement;
+  if (auto verdict = scale_invariance(problem, target, dtype, device, outputs[0]))
+    judgement.verdicts.push_back(*verdict);
+  if (auto verdict = permutation_invariance(problem, target, dtype, device, outputs[0]))
+    judgement.verdicts.push_back(*verdict);
+  return judgement;
+}
+
+}  // namespace
+
+std::unique_ptr<OpHarness> make_nms_harness(std::vector<NmsTarget> targets) {
+  OpDefinition<NmsProblem> definition;
+  definition.name = "nms";
+  definition.description =
+      "greedy non-maximum suppression, torchvision semantics (suppress when IoU > threshold)";
+  definition.targets = std::move(targets);
+  definition.generator = gen::nms_problem;
+  definition.judge = judge;
+  definition.to_json = [](const NmsProblem& p) { return corpus::to_json(p); };
+  definition.from_json = corpus::nms_problem_from_json;
+  definition.size = [](const NmsProblem& p) { return p.boxes.size(); };
+  definition.reductions = [](const NmsProblem& p) {
+    std::vector<NmsProblem> smaller;
+    for (auto range : removal_ranges(p.boxes.size()))
+      smaller.push_back({without(p.boxes, range), without(p.scores, range), p.iou_threshold});
+    return smaller;
+  };
+  definition.probe = {{{0, 0, 2, 2}, {1, 1, 3, 3}}, {0.75, 0.5}, 0.5};
+  return std::make_unique<TypedOpHarness<NmsProblem>>(std::move(definition));
+}
+
+}  // namespace detfuzz::fuzz

@@ -1,0 +1,82 @@
+// One op family as the campaign sees it: its targets, how a case is generated from
+// (case seed, size), how a target's output is judged, and how a failing case is shrunk.
+// The campaign only talks to this interface; each op supplies an OpDefinition.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fuzz/compare/verdict.h"
+#include "kernels/target.h"
+#include "model/dtype.h"
+#include "model/problems.h"
+
+namespace detfuzz::fuzz {
+
+struct CaseRequest {
+  std::string target;
+  DType dtype = DType::fp32;
+  Device device = Device::cpu;
+  std::uint64_t case_seed = 0;  // rc::Random seed: the case replays bit for bit from it
+  int generator_size = 0;       // RapidCheck size, 0..100: small cases first
+  int max_boxes = 64;
+};
+
+struct CaseOutcome {
+  compare::Judgement judgement;
+  std::size_t size = 0;  // boxes in the case
+};
+
+struct ShrinkLimits {
+  std::chrono::steady_clock::time_point deadline;
+  int max_evaluations = 2000;
+};
+
+struct ShrinkResult {
+  compare::Verdict verdict;  // of the smallest case that still fails the same way
+  nlohmann::json input;      // that case's inputs
+  std::size_t size = 0;
+  int steps = 0;             // accepted shrinks
+  bool complete = false;     // false when a limit stopped the search early
+};
+
+class OpHarness {
+ public:
+  virtual ~OpHarness() = default;
+  virtual const std::string& name() const = 0;
+  virtual const std::string& description() const = 0;
+  virtual std::vector<std::string> target_names() const = 0;
+  virtual std::string target_description(const std::string& target) const = 0;
+  virtual kernels::Availability availability(const std::string& target, Device device) const = 0;
+  // nullopt when `target` runs `dtype` on `device` (checked on a tiny canonical input);
+  // otherwise the library's reason.
+  virtual std::optional<std::string> unsupported_reason(const std::string& target, DType dtype,
+                                                        Device device) const = 0;
+  virtual CaseOutcome run_case(const CaseRequest& request) const = 0;
+  // Shrinks the case of `request` while it still yields a verdict of `kind` and `property`.
+  virtual ShrinkResult shrink(const CaseRequest& request, FindingKind kind,
+                              const std::string& property, const ShrinkLimits& limits) const = 0;
+  // Judges a given input (a case file's) instead of a generated one.
+  virtual CaseOutcome judge_input(const nlohmann::json& input, const std::string& target,
+                                  DType dtype, Device device) const = 0;
+};
+
+struct Registry {
+  std::vector<std::unique_ptr<OpHarness>> ops;
+  const OpHarness* find(const std::string& name) const;
+};
+
+// Every op family with its built-in targets.
+Registry default_registry(const kernels::KernelConfig& config);
+
+// Builders used by default_registry, and by tests that plant their own targets.
+std::unique_ptr<OpHarness> make_nms_harness(std::vector<kernels::Target<NmsProblem>> targets);
+std::unique_ptr<OpHarness> make_box_iou_harness(std::vector<kernels::Target<BoxIouProblem>> targets);
+
+}  // namespace detfuzz::fuzz

@@ -1,0 +1,18 @@
+#include "fuzz/ops/op_harness.h"
+
+namespace detfuzz::fuzz {
+
+const OpHarness* Registry::find(const std::string& name) const {
+  for (const auto& op : ops)
+    if (op->name() == name) return op.get();
+  return nullptr;
+}
+
+Registry default_registry(const kernels::KernelConfig& config) {
+  Registry registry;
+  registry.ops.push_back(make_nms_harness(kernels::nms_targets(config)));
+  registry.ops.push_back(make_box_iou_harness(kernels::box_iou_targets(config)));
+  return registry;
+}
+
+}  // namespace detfuzz::fuzz

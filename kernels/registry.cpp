@@ -1,0 +1,37 @@
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/api/include/torch/version.h>
+
+#include "kernels/target.h"
+
+namespace detfuzz::kernels {
+
+// Defined beside each op's adapter (one op = one stem per folder).
+Target<NmsProblem> torchvision_nms_target(const KernelConfig& config);
+Target<BoxIouProblem> aten_box_iou_target();
+
+std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config) {
+  return {torchvision_nms_target(config)};
+}
+
+std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig&) {
+  return {aten_box_iou_target()};
+}
+
+std::vector<std::pair<std::string, std::string>> environment(const KernelConfig& config) {
+  const LibraryStatus& torchvision = load_torchvision(config);
+  std::vector<std::pair<std::string, std::string>> facts;
+  facts.emplace_back("torch", TORCH_VERSION);
+  facts.emplace_back("torchvision", torchvision.loaded ? torchvision.version : "unavailable");
+  facts.emplace_back("torchvision_lib", torchvision.loaded ? torchvision.path : torchvision.error);
+  facts.emplace_back("cuda", at::hasCUDA() ? "available" : "unavailable (CPU-only LibTorch or no GPU)");
+  facts.emplace_back("torch_intra_op_threads", std::to_string(at::get_num_threads()));
+  return facts;
+}
+
+void set_single_threaded() {
+  at::set_num_threads(1);
+  at::set_num_interop_threads(1);
+}
+
+}  // namespace detfuzz::kernels

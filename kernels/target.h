@@ -1,0 +1,60 @@
+// The targets under test, behind one small interface per op family. This header is
+// LibTorch-free on purpose: fuzz/ and the tests include it, and only kernels/*.cpp pay
+// for ATen's headers.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/dtype.h"
+#include "model/problems.h"
+
+namespace detfuzz::kernels {
+
+struct Availability {
+  bool available = true;
+  std::string reason;  // why not, in words a user can act on
+};
+
+template <class Problem>
+struct Target {
+  std::string name;         // what --targets selects: "torchvision", "aten", ...
+  std::string description;  // what it runs and which library version it mirrors
+  std::function<Availability(Device)> availability;
+  // Runs the kernel on `problem` whose values are already rounded to `dtype`. Throws
+  // detfuzz::Error{ErrorKind::unsupported} when the library has no kernel for this
+  // dtype/device; any other exception is the kernel's own and becomes a finding.
+  std::function<std::vector<HostTensor>(const Problem&, DType, Device)> run;
+};
+
+// Where torchvision's op library comes from, in order: `torchvision_lib` (--torchvision-lib),
+// the DETFUZZ_TORCHVISION_LIB environment variable, the path CMake found at configure time,
+// then the python3-torchvision package's usual places.
+struct KernelConfig {
+  std::string torchvision_lib;
+};
+
+struct LibraryStatus {
+  bool loaded = false;
+  std::string path;
+  std::string version;
+  std::string error;  // why it is not loaded
+};
+
+// Loads torchvision's op library once per process (its TORCH_LIBRARY registrations cannot
+// be loaded twice); later calls return the first outcome. Never throws.
+const LibraryStatus& load_torchvision(const KernelConfig& config);
+
+std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config);
+std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig& config);
+
+// Facts for report.json: torch and torchvision versions, CUDA, devices, compiler.
+std::vector<std::pair<std::string, std::string>> environment(const KernelConfig& config);
+
+// Makes LibTorch use one intra-op thread, so that worker processes do not fight over
+// cores and a case runs the same way every time.
+void set_single_threaded();
+
+}  // namespace detfuzz::kernels

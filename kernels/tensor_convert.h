@@ -1,0 +1,34 @@
+// Internal to kernels/: the only place where detfuzz values become ATen tensors and back.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "model/dtype.h"
+#include "model/problems.h"
+
+namespace detfuzz::kernels {
+
+at::ScalarType scalar_type(DType dtype);
+at::Device torch_device(Device device);
+at::Tensor boxes_tensor(const std::vector<Box>& boxes, DType dtype, Device device);
+at::Tensor values_tensor(const std::vector<double>& values, DType dtype, Device device);
+HostTensor to_host(const at::Tensor& tensor);
+
+// Runs `body`, translating ATen's "not implemented for 'Half'" dispatch failures into
+// detfuzz::Error{unsupported}: a missing kernel is a property of the library, not a bug
+// the fuzzer found.
+void rethrow_if_unsupported(const std::exception& error);
+
+template <class Body>
+auto translating_unsupported(Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const std::exception& error) {
+    rethrow_if_unsupported(error);
+    throw;
+  }
+}
+
+}  // namespace detfuzz::kernels

@@ -1,0 +1,70 @@
+#include "box_iou.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "running_error.h"
+
+namespace detfuzz::oracles {
+
+double IouTerms::bound(DType compute) const { return error_bound[format_index(compute)]; }
+bool IouTerms::range_ok(DType compute) const { return in_range[format_index(compute)]; }
+
+IouTerms iou_terms(const Box& a, const Box& b, BoxConvention convention) {
+  ErrorTracker t;
+  const bool legacy = convention == BoxConvention::legacy_plus_one;
+  const Tracked one = t.input(1.0);
+  auto extent = [&](double lo, double hi) {
+    Tracked width = t.sub(t.input(hi), t.input(lo));
+    return legacy ? t.add(width, one) : width;
+  };
+  const Tracked area_a = t.mul(extent(a.x1, a.x2), extent(a.y1, a.y2));
+  const Tracked area_b = t.mul(extent(b.x1, b.x2), extent(b.y1, b.y2));
+
+  auto overlap = [&](double lo_a, double hi_a, double lo_b, double hi_b) {
+    Tracked lo = t.max(t.input(lo_a), t.input(lo_b));
+    Tracked hi = t.min(t.input(hi_a), t.input(hi_b));
+    Tracked width = t.sub(hi, lo);
+    if (legacy) width = t.add(width, one);
+    if (width.value < 0) {
+      width.value = 0;
+      // hi - lo of exact inputs has its sign in every format (it rounds to 0 only when
+      // hi == lo), so a clamped continuous width is exactly 0 everywhere. The legacy +1
+      // can round across 0, so there the clamp keeps the error of the unclamped width.
+      if (!legacy) width.error = {};
+    }
+    return width;
+  };
+  const Tracked inter =
+      t.mul(overlap(a.x1, a.x2, b.x1, b.x2), overlap(a.y1, a.y2, b.y1, b.y2));
+  const Tracked union_area = t.sub(t.add(area_a, area_b), inter);
+
+  IouTerms terms;
+  if (union_area.value == 0) {
+    terms.undefined = true;
+    terms.value = std::numeric_limits<double>::quiet_NaN();
+    terms.in_range = t.in_range();
+    return terms;
+  }
+  const Tracked iou = t.div(inter, union_area);
+  terms.value = iou.value;
+  terms.error_bound = iou.error;
+  terms.in_range = t.in_range();
+  return terms;
+}
+
+bool disjoint(const Box& a, const Box& b) {
+  return std::min(a.x2, b.x2) <= std::max(a.x1, b.x1) ||
+         std::min(a.y2, b.y2) <= std::max(a.y1, b.y1);
+}
+
+std::vector<IouTerms> box_iou(const std::vector<Box>& boxes1, const std::vector<Box>& boxes2,
+                              BoxConvention convention) {
+  std::vector<IouTerms> matrix;
+  matrix.reserve(boxes1.size() * boxes2.size());
+  for (const Box& a : boxes1)
+    for (const Box& b : boxes2) matrix.push_back(iou_terms(a, b, convention));
+  return matrix;
+}
+
+}  // namespace detfuzz::oracles

@@ -1,0 +1,141 @@
+#include "model/dtype.h"
+
+#include <cmath>
+#include <limits>
+
+#include "model/error.h"
+
+namespace detfuzz {
+namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name;
+  std::array<std::string_view, 3> aliases;
+};
+
+constexpr std::array<DTypeInfo, 8> kDTypeTable = {{
+    {DType::fp16, "fp16", {"half", "float16", "f16"}},
+    {DType::bf16, "bf16", {"bfloat16", "bfloat", ""}},
+    {DType::fp32, "fp32", {"float", "float32", "f32"}},
+    {DType::fp64, "fp64", {"double", "float64", "f64"}},
+    {DType::int64, "int64", {"long", "i64", ""}},
+    {DType::int32, "int32", {"int", "i32", ""}},
+    {DType::uint8, "uint8", {"byte", "u8", ""}},
+    {DType::boolean, "bool", {"boolean", "", ""}},
+}};
+
+FloatFormat make_format(int precision_bits, int min_normal_exponent, int max_exponent) {
+  FloatFormat format{};
+  format.precision_bits = precision_bits;
+  format.min_normal_exponent = min_normal_exponent;
+  format.max_finite = std::ldexp(2.0 - std::ldexp(1.0, 1 - precision_bits), max_exponent);
+  format.min_normal = std::ldexp(1.0, min_normal_exponent);
+  format.unit_roundoff = std::ldexp(1.0, -precision_bits);
+  return format;
+}
+
+const FloatFormat kFp16 = make_format(11, -14, 15);
+const FloatFormat kBf16 = make_format(8, -126, 127);
+const FloatFormat kFp32 = make_format(24, -126, 127);
+const FloatFormat kFp64 = make_format(53, -1022, 1023);
+
+// Exponent of the spacing of representable numbers around |value| (value finite).
+int spacing_exponent(const FloatFormat& format, double value) {
+  int exponent = value == 0.0 ? format.min_normal_exponent : std::ilogb(value);
+  if (exponent < format.min_normal_exponent) exponent = format.min_normal_exponent;
+  return exponent - (format.precision_bits - 1);
+}
+
+double next_away_from_zero(const FloatFormat& format, double magnitude) {
+  return magnitude + std::ldexp(1.0, spacing_exponent(format, magnitude));
+}
+
+double next_toward_zero(const FloatFormat& format, double magnitude) {
+  int exponent = std::ilogb(magnitude);
+  double spacing = std::ldexp(1.0, spacing_exponent(format, magnitude));
+  // Just below a power of two the spacing halves (except in the subnormal range).
+  if (magnitude == std::ldexp(1.0, exponent) && exponent > format.min_normal_exponent) spacing /= 2;
+  return magnitude - spacing;
+}
+
+}  // namespace
+
+std::string_view dtype_name(DType dtype) {
+  for (const auto& info : kDTypeTable)
+    if (info.dtype == dtype) return info.name;
+  return "unknown";
+}
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  for (const auto& info : kDTypeTable) {
+    if (name == info.name) return info.dtype;
+    for (auto alias : info.aliases)
+      if (!alias.empty() && name == alias) return info.dtype;
+  }
+  return std::nullopt;
+}
+
+bool is_floating(DType dtype) {
+  return dtype == DType::fp16 || dtype == DType::bf16 || dtype == DType::fp32 ||
+         dtype == DType::fp64;
+}
+
+const FloatFormat& float_format(DType dtype) {
+  switch (dtype) {
+    case DType::fp16: return kFp16;
+    case DType::bf16: return kBf16;
+    case DType::fp32: return kFp32;
+    case DType::fp64: return kFp64;
+    default:
+      throw Error(ErrorKind::internal,
+                  "float_format: expected a floating dtype, got " + std::string(dtype_name(dtype)));
+  }
+}
+
+DType accumulate_type(DType dtype) {
+  return (dtype == DType::fp16 || dtype == DType::bf16) ? DType::fp32 : dtype;
+}
+
+double round_to(DType dtype, double value) {
+  if (dtype == DType::fp64 || !std::isfinite(value) || value == 0.0) return value;
+  const FloatFormat& format = float_format(dtype);
+  double quantum = std::ldexp(1.0, spacing_exponent(format, value));
+  // value / quantum is exact (power-of-two scaling); nearbyint rounds half to even in the
+  // default rounding mode, which is what IEEE conversion does.
+  double rounded = std::nearbyint(value / quantum) * quantum;
+  if (std::fabs(rounded) > format.max_finite)
+    return std::copysign(std::numeric_limits<double>::infinity(), value);
+  return rounded;
+}
+
+bool representable(DType dtype, double value) {
+  return std::isnan(value) || round_to(dtype, value) == value;
+}
+
+double ulp(DType dtype, double value) {
+  if (!std::isfinite(value)) return std::numeric_limits<double>::quiet_NaN();
+  if (dtype == DType::fp64) {
+    double magnitude = std::fabs(value);
+    return std::nextafter(magnitude, std::numeric_limits<double>::infinity()) - magnitude;
+  }
+  return std::ldexp(1.0, spacing_exponent(float_format(dtype), value));
+}
+
+double half_ulp(DType dtype, double value) { return ulp(dtype, value) / 2; }
+
+double step_ulps(DType dtype, double value, int steps) {
+  const FloatFormat& format = float_format(dtype);
+  double current = value;
+  for (int i = 0; i < steps; ++i)
+    current = current >= 0 ? next_away_from_zero(format, current)
+                           : -next_toward_zero(format, -current);
+  for (int i = 0; i < -steps; ++i)
+    current = current > 0 ? next_toward_zero(format, current)
+                          : -next_away_from_zero(format, -current);
+  if (std::fabs(current) > format.max_finite)
+    current = std::copysign(std::numeric_limits<double>::infinity(), current);
+  return current;
+}
+
+}  // namespace detfuzz

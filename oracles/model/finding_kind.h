@@ -1,0 +1,35 @@
+// One vocabulary of finding kinds, used by comparators, campaign, corpus and reports.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string_view>
+
+namespace detfuzz {
+
+enum class FindingKind {
+  mismatch,   // beyond the storage-dtype error bound, or a wrong discrete decision
+  precision,  // beyond the fp32-arithmetic bound only: the kernel computes in the low type
+  nan,        // NaN/Inf where the true value is finite and in range
+  overflow,   // the true value (or an intermediate) is outside the compute type's range
+  shape,      // wrong output shape
+  dtype,      // output dtype differs from the op's contract
+  device,     // output on another device than its inputs
+  order,      // right set of indices in the wrong order
+  exception,  // the kernel raised
+  crash,      // the worker died (signal)
+  hang,       // the case outlived its timeout
+};
+
+inline constexpr std::array<FindingKind, 11> kAllFindingKinds = {
+    FindingKind::mismatch, FindingKind::precision, FindingKind::nan,
+    FindingKind::overflow, FindingKind::shape,     FindingKind::dtype,
+    FindingKind::device,   FindingKind::order,     FindingKind::exception,
+    FindingKind::crash,    FindingKind::hang};
+
+std::string_view finding_kind_name(FindingKind kind);
+std::optional<FindingKind> parse_finding_kind(std::string_view name);
+// precision and overflow are shown but only fail a run when asked (--fail-on).
+bool fails_by_default(FindingKind kind);
+
+}  // namespace detfuzz

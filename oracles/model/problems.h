@@ -1,0 +1,49 @@
+// What a case is: the inputs of each op family as plain doubles, already rounded to the
+// dtype the kernel receives. Oracles read exactly these values; kernels turn them into
+// tensors; the corpus serializes them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace detfuzz {
+
+// (x1, y1, x2, y2) in continuous image coordinates: a box [0, 0, 2, 2] covers 2 x 2 units.
+// Valid boxes have x1 <= x2 and y1 <= y2; zero width or height is allowed.
+struct Box {
+  double x1 = 0, y1 = 0, x2 = 0, y2 = 0;
+  bool operator==(const Box& other) const {
+    return x1 == other.x1 && y1 == other.y1 && x2 == other.x2 && y2 == other.y2;
+  }
+};
+
+// The legacy convention (Detectron v1, old mmcv) counts pixels: width = x2 - x1 + 1.
+// It is an explicit choice per op call, never mixed in silently.
+enum class BoxConvention { continuous, legacy_plus_one };
+
+struct NmsProblem {
+  std::vector<Box> boxes;
+  std::vector<double> scores;
+  double iou_threshold = 0.5;
+};
+
+struct BoxIouProblem {
+  std::vector<Box> boxes1;
+  std::vector<Box> boxes2;
+};
+
+enum class Device { cpu, cuda };
+std::string device_name(Device device);
+
+// A kernel's output brought back to the host: its shape, dtype and device as the kernel
+// produced them (so a dtype leak or a wrong shape is visible) and its values as doubles
+// (exact for every dtype detfuzz compares: fp16/bf16/fp32/fp64 and int64 below 2^53).
+struct HostTensor {
+  std::vector<std::int64_t> shape;
+  std::string dtype;   // dtype_name() of the kernel's output dtype, or the library's own name
+  std::string device;
+  std::vector<double> values;
+};
+
+}  // namespace detfuzz

@@ -1,0 +1,44 @@
+#include "nms.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace detfuzz::oracles {
+
+std::vector<std::int64_t> score_order(const std::vector<double>& scores) {
+  std::vector<std::int64_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::int64_t a, std::int64_t b) { return scores[a] > scores[b]; });
+  return order;
+}
+
+NmsReference nms(const NmsProblem& problem, BoxConvention convention) {
+  const auto& boxes = problem.boxes;
+  const std::vector<std::int64_t> order = score_order(problem.scores);
+  std::vector<bool> suppressed(boxes.size(), false);
+  // A disjoint pair has IoU 0 (or 0/0), which never exceeds a non-negative threshold.
+  const bool skip_disjoint =
+      convention == BoxConvention::continuous && problem.iou_threshold >= 0;
+
+  NmsReference reference;
+  for (std::size_t oi = 0; oi < order.size(); ++oi) {
+    const std::int64_t i = order[oi];
+    if (suppressed[i]) continue;
+    reference.keep.push_back(i);
+    for (std::size_t oj = oi + 1; oj < order.size(); ++oj) {
+      const std::int64_t j = order[oj];
+      if (suppressed[j]) continue;
+      if (skip_disjoint && disjoint(boxes[i], boxes[j])) continue;
+      const IouTerms terms = iou_terms(boxes[i], boxes[j], convention);
+      // An undefined IoU (0/0) compares false, as it does in every IEEE kernel.
+      if (terms.value > problem.iou_threshold) {
+        suppressed[j] = true;
+        reference.suppressions.push_back({i, j, terms.value});
+      }
+    }
+  }
+  return reference;
+}
+
+}  // namespace detfuzz::oracles

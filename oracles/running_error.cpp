@@ -1,0 +1,105 @@
+#include "running_error.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace detfuzz::oracles {
+namespace {
+
+constexpr std::size_t kFp64 = 3;
+
+// Knuth's TwoSum: the exact rounding error of s = fl(a + b).
+double two_sum_residual(double a, double b, double s) {
+  double bb = s - a;
+  return (a - (s - bb)) + (b - bb);
+}
+
+}  // namespace
+
+std::size_t format_index(DType dtype) {
+  for (std::size_t i = 0; i < kFloatDTypes.size(); ++i)
+    if (kFloatDTypes[i] == dtype) return i;
+  return kFp64;
+}
+
+void ErrorTracker::note_range(double value) {
+  double magnitude = std::fabs(value);
+  for (std::size_t f = 0; f < kFloatDTypes.size(); ++f) {
+    const FloatFormat& format = float_format(kFloatDTypes[f]);
+    if (!std::isfinite(value) || magnitude > format.max_finite ||
+        (magnitude != 0 && magnitude < format.min_normal))
+      in_range_[f] = false;
+  }
+}
+
+Tracked ErrorTracker::rounded(double value, double residual,
+                              const std::array<double, kFloatDTypes.size()>& propagated) {
+  note_range(value);
+  Tracked result;
+  result.value = value;
+  // Narrower formats can only be exact where double was: a rounded double says nothing
+  // about representability of the true value.
+  bool exact_in_double = residual == 0 && propagated[kFp64] == 0;
+  for (std::size_t f = 0; f < kFloatDTypes.size(); ++f) {
+    bool exact = exact_in_double && propagated[f] == 0 && representable(kFloatDTypes[f], value);
+    result.error[f] =
+        exact ? 0.0
+              : propagated[f] + float_format(kFloatDTypes[f]).unit_roundoff * std::fabs(value);
+  }
+  return result;
+}
+
+Tracked ErrorTracker::input(double value) {
+  note_range(value);
+  Tracked result;
+  result.value = value;
+  for (std::size_t f = 0; f < kFloatDTypes.size(); ++f)
+    result.error[f] = representable(kFloatDTypes[f], value) ? 0.0 : half_ulp(kFloatDTypes[f], value);
+  return result;
+}
+
+Tracked ErrorTracker::add(const Tracked& a, const Tracked& b) {
+  double s = a.value + b.value;
+  std::array<double, kFloatDTypes.size()> propagated{};
+  for (std::size_t f = 0; f < propagated.size(); ++f) propagated[f] = a.error[f] + b.error[f];
+  return rounded(s, two_sum_residual(a.value, b.value, s), propagated);
+}
+
+Tracked ErrorTracker::sub(const Tracked& a, const Tracked& b) {
+  Tracked negated = b;
+  negated.value = -b.value;
+  return add(a, negated);
+}
+
+Tracked ErrorTracker::mul(const Tracked& a, const Tracked& b) {
+  double p = a.value * b.value;
+  std::array<double, kFloatDTypes.size()> propagated{};
+  for (std::size_t f = 0; f < propagated.size(); ++f)
+    propagated[f] = std::fabs(b.value) * a.error[f] + std::fabs(a.value) * b.error[f];
+  return rounded(p, std::fma(a.value, b.value, -p), propagated);
+}
+
+Tracked ErrorTracker::div(const Tracked& a, const Tracked& b) {
+  double q = a.value / b.value;
+  std::array<double, kFloatDTypes.size()> propagated{};
+  for (std::size_t f = 0; f < propagated.size(); ++f)
+    propagated[f] = (a.error[f] + std::fabs(q) * b.error[f]) / std::fabs(b.value);
+  // fma(q, b, -a) is the exact remainder of a correctly rounded quotient.
+  return rounded(q, std::fma(q, b.value, -a.value), propagated);
+}
+
+Tracked ErrorTracker::max(const Tracked& a, const Tracked& b) {
+  Tracked result = a.value >= b.value ? a : b;
+  for (std::size_t f = 0; f < result.error.size(); ++f)
+    result.error[f] = std::max(a.error[f], b.error[f]);
+  return result;
+}
+
+Tracked ErrorTracker::min(const Tracked& a, const Tracked& b) {
+  Tracked result = a.value <= b.value ? a : b;
+  for (std::size_t f = 0; f < result.error.size(); ++f)
+    result.error[f] = std::max(a.error[f], b.error[f]);
+  return result;
+}
+
+}  // namespace detfuzz::oracles

@@ -1,0 +1,56 @@
+// Running error analysis (Wilkinson) for the oracles: every intermediate of a formula is
+// computed in double and carries, for each float format, a first-order bound on how far a
+// kernel that rounds every step to that format can be from the true value. A step whose
+// exact result is representable in the format (and whose operands were exact) contributes
+// nothing, which is what makes dyadic inputs give exact expectations (an IoU of exactly
+// 0.5 stays exactly 0.5, so `>=` versus `>` at the threshold is decidable).
+//
+// Precision policy, as in CUTLASS's host references: the element type is what the kernel
+// stores, the compute type is what it rounds to; the bound for each candidate compute type
+// is kept side by side and the comparator picks the one it judges against.
+#pragma once
+
+#include <array>
+#include <cstddef>
+
+#include "model/dtype.h"
+
+namespace detfuzz::oracles {
+
+// Index into per-format arrays, in kFloatDTypes order.
+std::size_t format_index(DType dtype);
+
+struct Tracked {
+  double value = 0;
+  // Absolute first-order error bound per format (already multiplied by its unit roundoff).
+  std::array<double, kFloatDTypes.size()> error{};
+};
+
+class ErrorTracker {
+ public:
+  // An input the kernel receives: exact in every format that can represent it.
+  Tracked input(double value);
+
+  Tracked add(const Tracked& a, const Tracked& b);
+  Tracked sub(const Tracked& a, const Tracked& b);
+  Tracked mul(const Tracked& a, const Tracked& b);
+  Tracked div(const Tracked& a, const Tracked& b);
+  // Selections round nothing: |max(a', b') - max(a, b)| <= max(|a' - a|, |b' - b|).
+  Tracked max(const Tracked& a, const Tracked& b);
+  Tracked min(const Tracked& a, const Tracked& b);
+
+  // False when some nonzero intermediate lies outside [min normal, max finite] of the
+  // format: there the relative-error model does not hold (overflow, underflow).
+  bool in_range(DType dtype) const { return in_range_[format_index(dtype)]; }
+  const std::array<bool, kFloatDTypes.size()>& in_range() const { return in_range_; }
+
+ private:
+  // `residual` is the exact error of the double operation (0 when it was exact).
+  Tracked rounded(double value, double residual,
+                  const std::array<double, kFloatDTypes.size()>& propagated);
+  void note_range(double value);
+
+  std::array<bool, kFloatDTypes.size()> in_range_{true, true, true, true};
+};
+
+}  // namespace detfuzz::oracles

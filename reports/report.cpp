@@ -1,0 +1,134 @@
+#include "reports/report.h"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <ostream>
+#include <stdexcept>
+
+namespace detfuzz::reports {
+
+std::uint64_t Report::total_cases() const {
+  std::uint64_t total = 0;
+  for (const auto& cell : cells) total += cell.cases;
+  return total;
+}
+
+bool Report::has_failing_finding() const {
+  for (const auto& finding : findings)
+    if (finding.fails) return true;
+  return false;
+}
+
+nlohmann::json to_json(const Report& report) {
+  nlohmann::json cells = nlohmann::json::array();
+  for (const auto& c : report.cells) {
+    nlohmann::json cell = {{"op", c.op},
+                           {"target", c.target},
+                           {"dtype", c.dtype},
+                           {"device", c.device},
+                           {"cases", c.cases},
+                           {"findings", c.findings},
+                           {"status", c.status},
+                           {"elapsed_s", c.elapsed_s},
+                           {"cases_per_second", c.elapsed_s > 0 ? c.cases / c.elapsed_s : 0.0},
+                           {"occurrences_by_kind", c.occurrences_by_kind}};
+    cell["max_normalized_error"] =
+        c.max_normalized_error < 0 ? nlohmann::json(nullptr) : nlohmann::json(c.max_normalized_error);
+    if (!c.reason.empty()) cell["reason"] = c.reason;
+    cells.push_back(cell);
+  }
+  nlohmann::json findings = nlohmann::json::array();
+  for (const auto& f : report.findings) {
+    findings.push_back({{"op", f.op},
+                        {"target", f.target},
+                        {"dtype", f.dtype},
+                        {"device", f.device},
+                        {"kind", f.kind},
+                        {"property", f.property},
+                        {"signature", f.signature},
+                        {"message", f.message},
+                        {"fails", f.fails},
+                        {"seed", f.seed},
+                        {"case_seed", f.case_seed},
+                        {"case_index", f.case_index},
+                        {"generator_size", f.generator_size},
+                        {"found_after_cases", f.found_after_cases},
+                        {"found_after_s", f.found_after_s},
+                        {"occurrences", f.occurrences},
+                        {"size", f.size},
+                        {"original_size", f.original_size},
+                        {"shrink", {{"steps", f.shrink_steps}, {"complete", f.shrink_complete}}},
+                        {"input", f.input},
+                        {"details", f.details},
+                        {"replay", f.replay}});
+  }
+  return {{"schema_version", kSchemaVersion},
+          {"environment", report.environment},
+          {"config", report.config},
+          {"elapsed_s", report.elapsed_s},
+          {"partial", report.partial},
+          {"total_cases", report.total_cases()},
+          {"cells", cells},
+          {"findings", findings}};
+}
+
+void write_file_atomically(const std::string& path, const std::string& contents) {
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* file = std::fopen(temporary.c_str(), "wb");
+  if (!file)
+    throw std::runtime_error("cannot write " + temporary + ": " + std::strerror(errno) +
+                             " (check that the directory is writable)");
+  bool ok = std::fwrite(contents.data(), 1, contents.size(), file) == contents.size();
+  ok = std::fflush(file) == 0 && ok;
+  ok = ::fsync(::fileno(file)) == 0 && ok;
+  ok = std::fclose(file) == 0 && ok;
+  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+  }
+}
+
+std::string write_report(const Report& report, const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error)
+    throw std::runtime_error("cannot create report directory " + dir + ": " + error.message());
+  const std::string path = (std::filesystem::path(dir) / "report.json").string();
+  write_file_atomically(path, to_json(report).dump(2) + "\n");
+  return path;
+}
+
+void print_summary(const Report& report, std::ostream& out) {
+  fmt::print(out, "{:<8} {:<12} {:<5} {:<6} {:>9} {:>8} {:>10} {:>9}  {}\n", "op", "target",
+             "dtype", "device", "cases", "cases/s", "max_err", "findings", "status");
+  for (const auto& c : report.cells) {
+    std::string max_error = c.max_normalized_error < 0 ? "-" : fmt::format("{:.3g}", c.max_normalized_error);
+    std::string rate = c.elapsed_s > 0 ? fmt::format("{:.0f}", c.cases / c.elapsed_s) : "-";
+    std::string status = c.status == "unsupported" ? "unsupported: " + c.reason : c.status;
+    if (status.size() > 90) status = status.substr(0, 87) + "...";
+    fmt::print(out, "{:<8} {:<12} {:<5} {:<6} {:>9} {:>8} {:>10} {:>9}  {}\n", c.op, c.target,
+               c.dtype, c.device, c.cases, rate, max_error, c.findings, status);
+  }
+  if (!report.findings.empty()) fmt::print(out, "\nfindings (minimized):\n");
+  for (const auto& f : report.findings) {
+    fmt::print(out, "  [{}{}] {}/{}/{}/{} {}: {}\n", f.kind, f.fails ? "" : ", not failing",
+               f.op, f.target, f.dtype, f.device, f.property, f.message);
+    fmt::print(out, "      {} boxes (from {}), seen in {} case(s), first after {} cases / {:.1f} s\n",
+               f.size, f.original_size, f.occurrences, f.found_after_cases, f.found_after_s);
+    std::string input = f.input.dump();
+    if (input.size() > 300) input = input.substr(0, 297) + "...";
+    fmt::print(out, "      input: {}\n      replay: {}\n", input, f.replay);
+  }
+  fmt::print(out, "\n{} cases in {:.1f} s, {} finding(s){}{}\n", report.total_cases(),
+             report.elapsed_s, report.findings.size(),
+             report.has_failing_finding() ? ", failing" : "",
+             report.partial ? " (partial: interrupted)" : "");
+}
+
+}  // namespace detfuzz::reports

@@ -1,0 +1,67 @@
+// The campaign's result as data, and its two renderings so far: report.json (the contract
+// later tools read: merge, gate, HTML) and the summary printed at the end of a run.
+// Depends on neither LibTorch nor CUDA: reports can be read and merged anywhere.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace detfuzz::reports {
+
+inline constexpr int kSchemaVersion = 1;
+
+struct CellSummary {
+  std::string op, target, dtype, device;
+  std::uint64_t cases = 0;
+  std::uint64_t findings = 0;          // distinct signatures found in this cell
+  std::string status = "ok";           // ok | failed | unsupported
+  std::string reason;                  // why unsupported
+  double max_normalized_error = -1;    // < 0: no continuous output compared
+  double elapsed_s = 0;
+  std::map<std::string, std::uint64_t> occurrences_by_kind;  // cases per finding kind
+};
+
+struct FindingRecord {
+  std::string op, target, dtype, device;
+  std::string kind, property, signature, message;
+  bool fails = true;  // counts toward exit status 1 (precision/overflow only with --fail-on)
+  std::uint64_t seed = 0, case_seed = 0, case_index = 0;
+  int generator_size = 0;
+  std::uint64_t found_after_cases = 0;
+  double found_after_s = 0;
+  std::uint64_t occurrences = 1;
+  std::size_t size = 0, original_size = 0;  // boxes in the minimized / original case
+  int shrink_steps = 0;
+  bool shrink_complete = false;
+  nlohmann::json input;    // the minimized case's exact inputs
+  nlohmann::json details;  // evidence: elements, oracle vs kernel, tolerances, trace
+  std::string replay;      // a command line that finds it again
+};
+
+struct Report {
+  nlohmann::json environment = nlohmann::json::object();
+  nlohmann::json config = nlohmann::json::object();
+  double elapsed_s = 0;
+  bool partial = false;
+  std::vector<CellSummary> cells;
+  std::vector<FindingRecord> findings;
+
+  std::uint64_t total_cases() const;
+  bool has_failing_finding() const;
+};
+
+nlohmann::json to_json(const Report& report);
+// Writes `dir`/report.json through a temporary file and a rename, creating `dir`.
+// Returns the path written; throws detfuzz-style std::runtime_error text naming the path.
+std::string write_report(const Report& report, const std::string& dir);
+void print_summary(const Report& report, std::ostream& out);
+
+// Writes `contents` to `path` atomically: a reader sees the old file or the new one.
+void write_file_atomically(const std::string& path, const std::string& contents);
+
+}  // namespace detfuzz::reports
