@@ -222,7 +222,10 @@ int main_with_args(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "detfuzz: error: " << e.what() << "\nRun `detfuzz --help` or `detfuzz "
+    std::string message = e.what();
+    if (app.get_subcommands().empty() && !app.remaining().empty() && app.remaining().front()[0] != '-')
+      message = "unknown command '" + app.remaining().front() + "'; the commands are list and run";
+    std::cerr << "detfuzz: error: " << message << "\nRun `detfuzz --help` or `detfuzz "
               << (app.get_subcommands().empty() ? "run" : app.get_subcommands().front()->get_name())
               << " --help` for the options.\n";
     return 2;

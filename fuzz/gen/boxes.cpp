@@ -9,6 +9,20 @@ namespace {
 
 using Boxes = std::vector<Box>;
 
+// rc::gen::weightedOneOf over a list built at run time (it takes an initializer_list).
+template <class T>
+rc::Gen<T> weighted(const std::vector<std::pair<std::size_t, rc::Gen<T>>>& choices) {
+  std::size_t total = 0;
+  for (const auto& choice : choices) total += choice.first;
+  return rc::gen::mapcat(rc::gen::inRange<std::size_t>(0, total), [choices](std::size_t pick) {
+    for (const auto& [weight, generator] : choices) {
+      if (pick < weight) return generator;
+      pick -= weight;
+    }
+    return choices.front().second;
+  });
+}
+
 // Largest coordinate magnitude of the ordinary scenarios: the dtype's range for fp16,
 // 2^24 (where fp32 integers stop being exact) for the others.
 double coordinate_cap(DType dtype) {
@@ -20,12 +34,18 @@ double clamp_to_range(DType dtype, double value) {
   return std::clamp(value, -max, max);
 }
 
+// Box counts grow with RapidCheck's size (0..100) so that small cases come first; the
+// cap itself is drawn at large sizes, and tiny counts at every size.
 rc::Gen<int> count(int max_count) {
-  return rc::gen::weightedOneOf<int>({
-      {3, rc::gen::inRange(0, std::min(3, max_count + 1))},
-      {4, rc::gen::inRange(0, std::min(17, max_count + 1))},
-      {3, rc::gen::inRange(0, max_count + 1)},
-      {1, rc::gen::just(max_count)},
+  return rc::gen::withSize([max_count](int size) {
+    const int cap = std::max(std::min(max_count, 2), max_count * std::clamp(size, 0, 100) / 100);
+    std::vector<std::pair<std::size_t, rc::Gen<int>>> choices = {
+        {3, rc::gen::inRange(0, std::min(3, cap + 1))},
+        {4, rc::gen::inRange(0, std::min(17, cap + 1))},
+        {3, rc::gen::inRange(0, cap + 1)},
+    };
+    if (size >= 50) choices.push_back({1, rc::gen::just(max_count)});
+    return weighted(choices);
   });
 }
 
@@ -243,16 +263,7 @@ rc::Gen<Boxes> scenario_part(DType dtype, double focus, int n) {
       {1, spanning(dtype, n)},
   };
   if (dtype != DType::fp16) choices.push_back({1, extreme(n)});
-  // weightedOneOf takes an initializer_list; build the same choice by hand.
-  std::size_t total = 0;
-  for (const auto& c : choices) total += c.first;
-  return rc::gen::mapcat(rc::gen::inRange<std::size_t>(0, total), [choices](std::size_t pick) {
-    for (const auto& [weight, generator] : choices) {
-      if (pick < weight) return generator;
-      pick -= weight;
-    }
-    return choices.front().second;
-  });
+  return weighted(choices);
 }
 
 }  // namespace

@@ -20,8 +20,10 @@ bool within_range(const std::vector<Box>& boxes, DType dtype, double scale) {
       hi = std::max(hi, v);
     }
   const double extent = (hi - lo) * scale;
-  if (largest * scale > storage.max_finite / 2 || extent > storage.max_finite / 2) return false;
-  if (2 * extent * extent > accumulate.max_finite / 4) return false;
+  // Coordinates and widths live in the storage dtype, areas and unions (<= 2 extent^2) in
+  // the accumulate type.
+  if (largest * scale > storage.max_finite || extent > storage.max_finite) return false;
+  if (2 * extent * extent > accumulate.max_finite) return false;
   if (std::isfinite(smallest_nonzero)) {
     // Nonzero differences of representable coordinates are multiples of the spacing at
     // the smallest nonzero magnitude; products of two such are the smallest areas.

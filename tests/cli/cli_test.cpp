@@ -1,0 +1,178 @@
+// The binary as users and CI call it: exit statuses, report.json, errors on bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "fuzz/cli/cli.h"
+#include "model/error.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int status = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Result detfuzz(const std::string& arguments) {
+  const char* binary = std::getenv("DETFUZZ_BINARY");
+  std::string command = std::string(binary ? binary : "build/detfuzz") + " " + arguments + " 2>&1";
+  Result result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return result;
+  std::array<char, 4096> buffer{};
+  while (std::size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) result.output.append(buffer.data(), n);
+  int status = pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("detfuzz-cli-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  nlohmann::json report() const {
+    std::ifstream file(dir_ / "report.json");
+    return nlohmann::json::parse(file);
+  }
+  std::string dir() const { return dir_.string(); }
+  fs::path dir_;
+};
+
+TEST_F(Cli, CleanCampaignExitsZeroAndWritesTheReport) {
+  Result r = detfuzz("run --ops nms --targets torchvision --dtypes fp16,fp32,fp64 --cases 50 --progress none --report " + dir());
+  ASSERT_EQ(r.status, 0) << r.output;
+  nlohmann::json json = report();
+  EXPECT_EQ(json["schema_version"], 1);
+  EXPECT_EQ(json["config"]["seed"], 1);
+  EXPECT_EQ(json["config"]["cases_per_cell"], 50);
+  EXPECT_NE(json["environment"]["torch"].get<std::string>(), "");
+  EXPECT_NE(json["environment"]["torchvision"].get<std::string>(), "unavailable");
+  ASSERT_EQ(json["cells"].size(), 3u);
+  EXPECT_EQ(json["cells"][0]["status"], "unsupported");  // torchvision 0.14 CPU nms: no Half
+  EXPECT_EQ(json["cells"][1]["cases"], 50);
+  EXPECT_EQ(json["cells"][1]["status"], "ok");
+  EXPECT_NE(r.output.find("report: "), std::string::npos);
+}
+
+TEST_F(Cli, FailingFindingExitsOneWithAMinimalReplayableCase) {
+  // torchvision's box_iou subtracts `rb - lt` in fp16 before upcasting: widths past 65504
+  // overflow. Seed 1 meets such a box within 500 cases.
+  Result r = detfuzz("run --ops box_iou --dtypes fp16 --cases 500 --progress none --report " + dir());
+  ASSERT_EQ(r.status, 1) << r.output;
+  nlohmann::json json = report();
+  bool found_nan = false;
+  for (const auto& finding : json["findings"]) {
+    if (finding["kind"] != "nan") continue;
+    found_nan = true;
+    EXPECT_TRUE(finding["fails"].get<bool>());
+    EXPECT_LE(finding["size"].get<int>(), 2);
+    EXPECT_NE(finding["replay"].get<std::string>().find("--seed 1"), std::string::npos);
+  }
+  EXPECT_TRUE(found_nan) << json["findings"].dump(2);
+}
+
+TEST_F(Cli, PrecisionFindingsFailOnlyWhenAsked) {
+  Result shown = detfuzz("run --ops box_iou --dtypes bf16 --cases 100 --progress none --report " + dir());
+  EXPECT_EQ(shown.status, 0) << shown.output;
+  EXPECT_NE(shown.output.find("[precision, not failing]"), std::string::npos) << shown.output;
+  Result failed = detfuzz("run --ops box_iou --dtypes bf16 --cases 100 --progress none --fail-on precision --report " + dir());
+  EXPECT_EQ(failed.status, 1) << failed.output;
+}
+
+TEST_F(Cli, SameSeedReproducesTheFindingsExactly) {
+  auto findings = [&](const std::string& seed) {
+    Result r = detfuzz("run --ops box_iou --dtypes fp16,bf16 --cases 150 --progress none --seed " + seed + " --report " + dir());
+    EXPECT_LE(r.status, 1) << r.output;
+    nlohmann::json json = report()["findings"];
+    for (auto& f : json) f.erase("found_after_s");
+    return json;
+  };
+  nlohmann::json first = findings("3");
+  EXPECT_FALSE(first.empty());
+  EXPECT_EQ(first, findings("3"));
+}
+
+TEST_F(Cli, UsageErrorsExitTwoAndSayWhatToDo) {
+  struct Case {
+    std::string arguments, expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"run --ops roi_magic", "unknown op 'roi_magic'"},
+           {"run --targets cudnn", "unknown target 'cudnn'"},
+           {"run --dtypes fp8", "unknown dtype 'fp8'"},
+           {"run --devices tpu", "unknown device 'tpu'"},
+           {"run --max-boxes 100000000", "--max-boxes 100000000 is out of range"},
+           {"run --budget soon", "is not a duration"},
+           {"run --fail-on everything", "unknown finding kind 'everything'"},
+           {"run --cases lots", "--cases"},
+           {"frobnicate", "frobnicate"},
+           {"", "A subcommand is required"},
+       }) {
+    Result r = detfuzz(c.arguments + " --report " + dir());
+    EXPECT_EQ(r.status, 2) << c.arguments << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expected), std::string::npos) << c.arguments << "\n" << r.output;
+  }
+}
+
+TEST_F(Cli, HelpAndListTellTheTruth) {
+  Result help = detfuzz("run --help");
+  EXPECT_EQ(help.status, 0);
+  for (const char* option : {"--ops", "--targets", "--dtypes", "--devices", "--cases", "--budget", "--seed",
+                             "--max-boxes", "--report", "--fail-on"})
+    EXPECT_NE(help.output.find(option), std::string::npos) << option;
+  Result list = detfuzz("list --json");
+  ASSERT_EQ(list.status, 0) << list.output;
+  nlohmann::json json = nlohmann::json::parse(list.output);
+  std::vector<std::string> ops;
+  for (const auto& op : json["ops"]) ops.push_back(op["name"]);
+  EXPECT_EQ(ops, (std::vector<std::string>{"nms", "box_iou"}));
+  EXPECT_NE(json["ops"][0]["targets"][0]["devices"]["cpu"]["dtypes"]["fp16"].get<std::string>().find("Half"),
+            std::string::npos);
+  EXPECT_EQ(json["ops"][0]["targets"][0]["devices"]["cpu"]["dtypes"]["fp32"], "supported");
+  EXPECT_FALSE(json["ops"][0]["targets"][0]["devices"]["cuda"]["available"].get<bool>());
+}
+
+TEST_F(Cli, MissingTorchvisionLibraryMakesItsTargetUnavailableNotACrash) {
+  Result list = detfuzz("--torchvision-lib /nonexistent/_C.so list");
+  ASSERT_EQ(list.status, 0) << list.output;
+  EXPECT_NE(list.output.find("unavailable: torchvision library /nonexistent/_C.so"), std::string::npos) << list.output;
+  Result run = detfuzz("--torchvision-lib /nonexistent/_C.so run --cases 20 --progress none --report " + dir());
+  EXPECT_EQ(run.status, 0) << run.output;
+  nlohmann::json json = report();
+  for (const auto& cell : json["cells"]) {
+    if (cell["op"] == "nms") {
+      EXPECT_EQ(cell["status"], "unsupported");
+    }
+  }
+  EXPECT_EQ(setenv("DETFUZZ_TORCHVISION_LIB", "/also/missing.so", 1), 0);
+  Result from_env = detfuzz("list");
+  unsetenv("DETFUZZ_TORCHVISION_LIB");
+  EXPECT_NE(from_env.output.find("/also/missing.so"), std::string::npos) << from_env.output;
+}
+
+TEST(Duration, ParsesUnitsAndRejectsTheRest) {
+  EXPECT_EQ(detfuzz::cli::parse_duration("90", "--budget"), 90);
+  EXPECT_EQ(detfuzz::cli::parse_duration("90s", "--budget"), 90);
+  EXPECT_EQ(detfuzz::cli::parse_duration("1500ms", "--budget"), 1.5);
+  EXPECT_EQ(detfuzz::cli::parse_duration("5m", "--budget"), 300);
+  EXPECT_EQ(detfuzz::cli::parse_duration("1h", "--budget"), 3600);
+  EXPECT_THROW(detfuzz::cli::parse_duration("-5s", "--budget"), detfuzz::Error);
+  EXPECT_THROW(detfuzz::cli::parse_duration("5 parsecs", "--budget"), detfuzz::Error);
+  EXPECT_THROW(detfuzz::cli::parse_duration("", "--budget"), detfuzz::Error);
+}
+
+}  // namespace

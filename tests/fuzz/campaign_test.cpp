@@ -1,0 +1,210 @@
+// The campaign against targets with planted bugs (tests/support/planted_targets.h): each
+// bug class must be caught, with the right kind and a small minimized case, and the
+// correct implementations must raise no false alarm.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "fuzz/campaign.h"
+#include "model/error.h"
+#include "support/planted_targets.h"
+
+namespace detfuzz::fuzz {
+namespace {
+
+using testing::BoxIouVariant;
+using testing::NmsVariant;
+
+// A variant with one planted deviation switched on.
+template <class Variant>
+Variant flag(bool Variant::*deviation) {
+  Variant variant;
+  variant.*deviation = true;
+  return variant;
+}
+
+class SilentProgress final : public ProgressSink {
+ public:
+  void tick(const ProgressSnapshot&) override {}
+  void event(const std::string& line) override { events.push_back(line); }
+  void finish() override {}
+  std::vector<std::string> events;
+};
+
+Registry nms_registry(std::vector<kernels::Target<NmsProblem>> targets) {
+  Registry registry;
+  registry.ops.push_back(make_nms_harness(std::move(targets)));
+  return registry;
+}
+
+Registry box_iou_registry(std::vector<kernels::Target<BoxIouProblem>> targets) {
+  Registry registry;
+  registry.ops.push_back(make_box_iou_harness(std::move(targets)));
+  return registry;
+}
+
+CampaignOptions options(std::vector<DType> dtypes, std::uint64_t cases) {
+  CampaignOptions o;
+  o.dtypes = std::move(dtypes);
+  o.cases_per_cell = cases;
+  o.shrink_budget_s = 20;
+  return o;
+}
+
+reports::Report run(const Registry& registry, const CampaignOptions& o) {
+  SilentProgress progress;
+  return run_campaign(registry, o, progress);
+}
+
+const reports::FindingRecord* find(const reports::Report& report, const std::string& kind,
+                                   const std::string& dtype = "") {
+  for (const auto& f : report.findings)
+    if (f.kind == kind && (dtype.empty() || f.dtype == dtype)) return &f;
+  return nullptr;
+}
+
+std::string kinds(const reports::Report& report) {
+  std::string all;
+  for (const auto& f : report.findings) all += f.dtype + ":" + f.kind + "/" + f.property + " " + f.message + "\n";
+  return all;
+}
+
+TEST(Campaign, CorrectNmsRaisesNoFalseAlarmInAnyDtype) {
+  Registry registry = nms_registry({testing::planted_nms("reference")});
+  reports::Report report = run(registry, options({kFloatDTypes.begin(), kFloatDTypes.end()}, 600));
+  EXPECT_EQ(report.total_cases(), 4u * 600);
+  EXPECT_TRUE(report.findings.empty()) << kinds(report);
+}
+
+TEST(Campaign, CatchesGreaterEqualAtTheThresholdWithATwoBoxCase) {
+  Registry registry = nms_registry({testing::planted_nms("ge", flag(&NmsVariant::greater_equal))});
+  reports::Report report = run(registry, options({DType::fp32}, 1000));
+  const auto* finding = find(report, "mismatch");
+  ASSERT_NE(finding, nullptr) << kinds(report);
+  EXPECT_EQ(finding->property, "oracle");
+  EXPECT_EQ(finding->size, 2u) << finding->input.dump();
+  EXPECT_TRUE(report.has_failing_finding());
+  EXPECT_EQ(report.cells.at(0).status, "failed");
+}
+
+TEST(Campaign, CatchesNmsThatAssumesSortedInput) {
+  Registry registry = nms_registry({testing::planted_nms("unsorted", flag(&NmsVariant::assumes_sorted))});
+  reports::Report report = run(registry, options({DType::fp64}, 500));
+  const auto* finding = find(report, "mismatch");
+  if (!finding) finding = find(report, "order");
+  ASSERT_NE(finding, nullptr) << kinds(report);
+  EXPECT_LE(finding->size, 3u) << finding->input.dump();
+}
+
+TEST(Campaign, CatchesFp16AreaOverflowInNms) {
+  Registry registry = nms_registry({testing::planted_nms("fp16_areas", flag(&NmsVariant::storage_arithmetic))});
+  reports::Report report = run(registry, options({DType::fp16}, 1500));
+  const auto* finding = find(report, "mismatch", "fp16");
+  ASSERT_NE(finding, nullptr) << kinds(report);
+  EXPECT_LE(finding->size, 3u) << finding->input.dump();
+  EXPECT_NE(find(report, "precision", "fp16"), nullptr) << kinds(report);
+}
+
+TEST(Campaign, ReportsADtypeContractBreachOnTheFirstCase) {
+  Registry registry = nms_registry({testing::planted_nms("int32", flag(&NmsVariant::int32_output))});
+  reports::Report report = run(registry, options({DType::fp32}, 5));
+  const auto* finding = find(report, "dtype");
+  ASSERT_NE(finding, nullptr);
+  EXPECT_EQ(finding->found_after_cases, 1u);
+  EXPECT_EQ(finding->occurrences, 5u);
+  EXPECT_EQ(report.findings.size(), 1u);  // one signature, counted five times
+}
+
+TEST(Campaign, KernelExceptionsAreFindingsWithTheirMessage) {
+  Registry registry = nms_registry({testing::planted_nms("raises", flag(&NmsVariant::throws_on_empty))});
+  reports::Report report = run(registry, options({DType::fp32}, 300));
+  const auto* finding = find(report, "exception");
+  ASSERT_NE(finding, nullptr) << kinds(report);
+  EXPECT_NE(finding->message.find("cannot handle 0 boxes"), std::string::npos);
+  EXPECT_EQ(finding->size, 0u);
+}
+
+TEST(Campaign, UnsupportedDtypesAndDevicesAreCellsNotFindings) {
+  Registry registry = nms_registry({testing::planted_nms("fp32_only", flag(&NmsVariant::unsupported_low_precision))});
+  CampaignOptions o = options({DType::fp16, DType::fp32}, 20);
+  o.devices = {Device::cpu, Device::cuda};
+  reports::Report report = run(registry, o);
+  ASSERT_EQ(report.cells.size(), 4u);
+  std::map<std::string, std::string> status;
+  for (const auto& cell : report.cells) status[cell.dtype + "/" + cell.device] = cell.status;
+  EXPECT_EQ(status["fp16/cpu"], "unsupported");
+  EXPECT_EQ(status["fp32/cpu"], "ok");
+  EXPECT_EQ(status["fp32/cuda"], "unsupported");
+  EXPECT_TRUE(report.findings.empty()) << kinds(report);
+  for (const auto& cell : report.cells) {
+    if (cell.status == "unsupported") {
+      EXPECT_FALSE(cell.reason.empty());
+    }
+  }
+}
+
+TEST(Campaign, SameSeedSameFindingsOtherSeedOtherCases) {
+  Registry registry = nms_registry({testing::planted_nms("ge", flag(&NmsVariant::greater_equal))});
+  CampaignOptions o = options({DType::fp32}, 400);
+  reports::Report a = run(registry, o), b = run(registry, o);
+  ASSERT_EQ(a.findings.size(), b.findings.size());
+  for (std::size_t i = 0; i < a.findings.size(); ++i) {
+    EXPECT_EQ(a.findings[i].case_seed, b.findings[i].case_seed);
+    EXPECT_EQ(a.findings[i].input, b.findings[i].input);
+    EXPECT_EQ(a.findings[i].occurrences, b.findings[i].occurrences);
+  }
+  EXPECT_NE(case_seed(1, "nms", DType::fp32, 0), case_seed(2, "nms", DType::fp32, 0));
+  EXPECT_NE(case_seed(1, "nms", DType::fp32, 0), case_seed(1, "nms", DType::fp16, 0));
+  EXPECT_NE(case_seed(1, "nms", DType::fp32, 0), case_seed(1, "nms", DType::fp32, 1));
+}
+
+TEST(Campaign, BudgetIsSharedByEveryCell) {
+  Registry registry = nms_registry({testing::planted_nms("reference")});
+  CampaignOptions o;
+  o.budget_s = 1.0;
+  reports::Report report = run(registry, o);
+  EXPECT_LT(report.elapsed_s, 3.0);
+  for (const auto& cell : report.cells) EXPECT_GT(cell.elapsed_s, 0.1) << cell.dtype;
+}
+
+TEST(Campaign, CorrectBoxIouRaisesNoFailingFinding) {
+  Registry registry = box_iou_registry({testing::planted_box_iou("reference")});
+  reports::Report report = run(registry, options({kFloatDTypes.begin(), kFloatDTypes.end()}, 300));
+  for (const auto& f : report.findings) EXPECT_EQ(f.kind, "overflow") << kinds(report);
+  for (const auto& cell : report.cells) EXPECT_LT(cell.max_normalized_error, 1.0) << cell.dtype;
+}
+
+TEST(Campaign, BoxIouInStorageArithmeticIsPrecisionAndNanInFp16) {
+  Registry registry = box_iou_registry({testing::planted_box_iou("fp16", flag(&BoxIouVariant::storage_arithmetic))});
+  reports::Report report = run(registry, options({DType::fp16}, 600));
+  EXPECT_NE(find(report, "precision"), nullptr) << kinds(report);
+  const auto* nan = find(report, "nan");
+  ASSERT_NE(nan, nullptr) << kinds(report);
+  EXPECT_LE(nan->size, 2u) << nan->input.dump();
+}
+
+TEST(Campaign, BoxIouContractBreaches) {
+  Registry leak = box_iou_registry({testing::planted_box_iou("leak", flag(&BoxIouVariant::fp64_output))});
+  EXPECT_NE(find(run(leak, options({DType::fp32}, 50)), "dtype"), nullptr);
+  Registry transposed = box_iou_registry({testing::planted_box_iou("t", flag(&BoxIouVariant::transposed))});
+  EXPECT_NE(find(run(transposed, options({DType::fp32}, 200)), "shape"), nullptr);
+}
+
+TEST(Campaign, UnknownNamesAreUsageErrorsListingTheKnownOnes) {
+  Registry registry = nms_registry({testing::planted_nms("reference")});
+  CampaignOptions o;
+  o.ops = {"roi_align"};
+  try {
+    plan_cells(registry, o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
+    EXPECT_NE(std::string(e.what()).find("nms"), std::string::npos);
+  }
+  o.ops = {};
+  o.targets = {"cudnn"};
+  EXPECT_THROW(plan_cells(registry, o), Error);
+}
+
+}  // namespace
+}  // namespace detfuzz::fuzz

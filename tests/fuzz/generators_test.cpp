@@ -1,0 +1,99 @@
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "fuzz/gen/boxes.h"
+#include "oracles/box_iou.h"
+
+namespace detfuzz::gen {
+namespace {
+
+bool valid_in(DType dtype, const Box& b) {
+  for (double v : {b.x1, b.y1, b.x2, b.y2})
+    if (!std::isfinite(v) || !representable(dtype, v)) return false;
+  return b.x1 <= b.x2 && b.y1 <= b.y2;
+}
+
+RC_GTEST_PROP(BoxGenerators, NmsProblemsAreValidRoundedAndCapped, ()) {
+  const DType dtype = *rc::gen::elementOf(kFloatDTypes);
+  const int max_boxes = *rc::gen::inRange(0, 300);
+  const NmsProblem problem = *nms_problem({dtype, max_boxes});
+  RC_ASSERT(static_cast<int>(problem.boxes.size()) <= max_boxes);
+  RC_ASSERT(problem.scores.size() == problem.boxes.size());
+  for (const Box& b : problem.boxes) RC_ASSERT(valid_in(dtype, b));
+  for (double s : problem.scores) RC_ASSERT(representable(dtype, s));
+  RC_ASSERT(problem.iou_threshold >= 0.0 && problem.iou_threshold <= 1.0);
+}
+
+RC_GTEST_PROP(BoxGenerators, BoxIouProblemsAreValidRoundedAndCapped, ()) {
+  const DType dtype = *rc::gen::elementOf(kFloatDTypes);
+  const int max_boxes = *rc::gen::inRange(0, 100);
+  const BoxIouProblem problem = *box_iou_problem({dtype, max_boxes});
+  RC_ASSERT(static_cast<int>(problem.boxes1.size()) <= max_boxes);
+  RC_ASSERT(static_cast<int>(problem.boxes2.size()) <= max_boxes);
+  for (const auto* set : {&problem.boxes1, &problem.boxes2})
+    for (const Box& b : *set) RC_ASSERT(valid_in(dtype, b));
+}
+
+TEST(BoxGenerators, SameSeedAndSizeGiveTheSameProblem) {
+  auto generator = nms_problem({DType::fp16, 64});
+  for (std::uint64_t seed : {1ULL, 2ULL, 12345ULL}) {
+    NmsProblem a = generator(rc::Random(seed), 50).value();
+    NmsProblem b = generator(rc::Random(seed), 50).value();
+    EXPECT_EQ(a.boxes, b.boxes);
+    EXPECT_EQ(a.scores, b.scores);
+    EXPECT_EQ(a.iou_threshold, b.iou_threshold);
+  }
+  NmsProblem a = generator(rc::Random(1), 50).value();
+  NmsProblem c = generator(rc::Random(2), 50).value();
+  EXPECT_FALSE(a.boxes == c.boxes && a.scores == c.scores && a.iou_threshold == c.iou_threshold);
+}
+
+// Over many cases the generators must reach what they promise: empty sets, the cap,
+// exact and near-threshold pairs, ties, zero-area boxes, fp16 widths beyond its range.
+TEST(BoxGenerators, CoverTheAdversarialCornersOfTheDomain) {
+  const DType dtype = DType::fp16;
+  auto generator = nms_problem({dtype, 64});
+  int empty = 0, at_cap = 0, exact_tie = 0, near_tie = 0, equal_scores = 0, zero_area = 0, wide = 0;
+  for (std::uint64_t seed = 0; seed < 3000; ++seed) {
+    NmsProblem p = generator(rc::Random(seed), static_cast<int>(seed % 101)).value();
+    empty += p.boxes.empty();
+    at_cap += p.boxes.size() == 64;
+    std::vector<double> sorted = p.scores;
+    std::sort(sorted.begin(), sorted.end());
+    equal_scores += std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+    bool has_exact = false, has_near = false;
+    for (std::size_t i = 0; i + 1 < p.boxes.size(); ++i) {
+      const Box& b = p.boxes[i];
+      zero_area += b.x1 == b.x2 || b.y1 == b.y2;
+      wide += b.x2 - b.x1 > 65504;
+      auto terms = oracles::iou_terms(p.boxes[i], p.boxes[i + 1]);
+      has_exact = has_exact || (terms.value == p.iou_threshold && terms.bound(DType::fp32) == 0);
+      has_near = has_near || (terms.value != p.iou_threshold && std::fabs(terms.value - p.iou_threshold) < 1e-3);
+    }
+    exact_tie += has_exact;
+    near_tie += has_near;
+  }
+  EXPECT_GT(empty, 30);
+  EXPECT_GT(at_cap, 30);
+  EXPECT_GT(exact_tie, 30);
+  EXPECT_GT(near_tie, 100);
+  EXPECT_GT(equal_scores, 300);
+  EXPECT_GT(zero_area, 100);
+  EXPECT_GT(wide, 10);
+}
+
+TEST(BoxGenerators, SmallSizesGiveSmallerSets) {
+  auto generator = nms_problem({DType::fp32, 1000});
+  std::size_t small = 0, large = 0;
+  for (std::uint64_t seed = 0; seed < 300; ++seed) {
+    small += generator(rc::Random(seed), 5).value().boxes.size();
+    large += generator(rc::Random(seed), 100).value().boxes.size();
+  }
+  EXPECT_LT(small * 3, large);
+}
+
+}  // namespace
+}  // namespace detfuzz::gen

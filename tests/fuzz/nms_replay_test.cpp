@@ -1,0 +1,127 @@
+#include <gtest/gtest.h>
+
+#include "fuzz/compare/nms_replay.h"
+
+namespace detfuzz::compare {
+namespace {
+
+HostTensor keep_tensor(std::vector<double> keep, std::string dtype = "int64", std::string device = "cpu") {
+  return {{static_cast<std::int64_t>(keep.size())}, std::move(dtype), std::move(device), std::move(keep)};
+}
+
+Judgement judge(const NmsProblem& problem, std::vector<double> keep, DType dtype = DType::fp32) {
+  return judge_nms_output(problem, keep_tensor(std::move(keep)), dtype, Device::cpu);
+}
+
+// Box B shifted so that IoU(A, B) = 0.5 up to the rounding of 10/3 in double: within the
+// fp32 tolerance of the threshold, so either decision is honest.
+NmsProblem near_threshold_pair() {
+  const double shift = 10.0 / 3;
+  return {{{0, 0, 10, 10}, {shift, 0, 10 + shift, 10}}, {0.9, 0.8}, 0.5};
+}
+
+TEST(NmsReplay, NearThresholdPairMayGoEitherWay) {
+  EXPECT_TRUE(judge(near_threshold_pair(), {0}).consistent());
+  EXPECT_TRUE(judge(near_threshold_pair(), {0, 1}).consistent());
+}
+
+TEST(NmsReplay, ClearDisagreementIsAMismatch) {
+  NmsProblem identical{{{0, 0, 10, 10}, {0, 0, 10, 10}}, {0.9, 0.8}, 0.5};
+  Judgement j = judge(identical, {0, 1});
+  ASSERT_EQ(j.verdicts.size(), 1u);
+  EXPECT_EQ(j.verdicts[0].kind, FindingKind::mismatch);
+  EXPECT_NE(j.verdicts[0].message.find("should have been suppressed"), std::string::npos);
+  EXPECT_EQ(j.verdicts[0].details["oracle_keep"], nlohmann::json({0}));
+}
+
+TEST(NmsReplay, MissingBoxIsAMismatchNamingTheBox) {
+  NmsProblem disjoint{{{0, 0, 1, 1}, {5, 5, 6, 6}}, {0.9, 0.8}, 0.5};
+  Judgement j = judge(disjoint, {0});
+  ASSERT_EQ(j.verdicts.size(), 1u);
+  EXPECT_EQ(j.verdicts[0].kind, FindingKind::mismatch);
+  EXPECT_NE(j.verdicts[0].message.find("box 1"), std::string::npos);
+  EXPECT_NE(j.verdicts[0].message.find("missing"), std::string::npos);
+}
+
+TEST(NmsReplay, EqualScoresAreAcceptedInAnyOrder) {
+  NmsProblem disjoint{{{0, 0, 1, 1}, {5, 5, 6, 6}, {9, 9, 10, 10}}, {0.5, 0.5, 0.5}, 0.5};
+  EXPECT_TRUE(judge(disjoint, {0, 1, 2}).consistent());
+  EXPECT_TRUE(judge(disjoint, {2, 0, 1}).consistent());
+  // Duplicates with equal scores: either one may survive.
+  NmsProblem duplicates{{{0, 0, 4, 4}, {0, 0, 4, 4}}, {0.5, 0.5}, 0.5};
+  EXPECT_TRUE(judge(duplicates, {0}).consistent());
+  EXPECT_TRUE(judge(duplicates, {1}).consistent());
+  EXPECT_FALSE(judge(duplicates, {0, 1}).consistent());
+}
+
+TEST(NmsReplay, RightSetInWrongOrderIsAnOrderFinding) {
+  NmsProblem disjoint{{{0, 0, 1, 1}, {5, 5, 6, 6}}, {0.8, 0.9}, 0.5};
+  EXPECT_TRUE(judge(disjoint, {1, 0}).consistent());
+  Judgement j = judge(disjoint, {0, 1});
+  ASSERT_EQ(j.verdicts.size(), 1u);
+  EXPECT_EQ(j.verdicts[0].kind, FindingKind::order);
+}
+
+TEST(NmsReplay, ExactTieAtTheThresholdIsDecided) {
+  // IoU is exactly 0.5 in every format: `>` keeps both; `>=` (a real bug class) does not.
+  NmsProblem exact{{{0, 0, 3, 1}, {1, 0, 4, 1}}, {0.9, 0.8}, 0.5};
+  EXPECT_TRUE(judge(exact, {0, 1}).consistent());
+  Judgement j = judge(exact, {0});
+  ASSERT_EQ(j.verdicts.size(), 1u);
+  EXPECT_EQ(j.verdicts[0].kind, FindingKind::mismatch);
+}
+
+TEST(NmsReplay, DecisionFlippedOnlyByLowPrecisionArithmeticIsPrecision) {
+  // IoU 999/1001 = 0.998002 against 0.998: clear with fp32 arithmetic, within what fp16
+  // arithmetic can do. A kernel keeping both boxes rounded in fp16.
+  NmsProblem problem{{{0, 0, 1000, 1}, {1, 0, 1001, 1}}, {0.9, 0.8}, 0.998};
+  Judgement j = judge(problem, {0, 1}, DType::fp16);
+  ASSERT_EQ(j.verdicts.size(), 1u);
+  EXPECT_EQ(j.verdicts[0].kind, FindingKind::precision);
+  // The same output from an fp32 kernel is a plain mismatch.
+  Judgement j32 = judge(problem, {0, 1}, DType::fp32);
+  ASSERT_EQ(j32.verdicts.size(), 1u);
+  EXPECT_EQ(j32.verdicts[0].kind, FindingKind::mismatch);
+}
+
+TEST(NmsReplay, DecisionsBeyondTheComputeTypesRangeAreOverflow) {
+  // Areas of 1e40 do not exist in fp32: an fp32 kernel gets inf/inf and keeps both.
+  NmsProblem huge{{{0, 0, 1e20, 1e20}, {0, 0, 1e20, 1e20}}, {0.9, 0.8}, 0.5};
+  Judgement j = judge(huge, {0, 1});
+  ASSERT_EQ(j.verdicts.size(), 1u);
+  EXPECT_EQ(j.verdicts[0].kind, FindingKind::overflow);
+  EXPECT_TRUE(judge(huge, {0}).consistent());
+}
+
+TEST(NmsReplay, InvalidAndDuplicateIndicesAreMismatches) {
+  NmsProblem disjoint{{{0, 0, 1, 1}, {5, 5, 6, 6}}, {0.9, 0.8}, 0.5};
+  EXPECT_EQ(judge(disjoint, {0, 7}).verdicts.at(0).kind, FindingKind::mismatch);
+  EXPECT_EQ(judge(disjoint, {0, 0}).verdicts.at(0).kind, FindingKind::mismatch);
+  EXPECT_EQ(judge(disjoint, {-1, 1}).verdicts.at(0).kind, FindingKind::mismatch);
+}
+
+TEST(NmsReplay, ContractBreachesAreTheirOwnKinds) {
+  NmsProblem one{{{0, 0, 1, 1}}, {0.9}, 0.5};
+  EXPECT_EQ(judge_nms_output(one, keep_tensor({0}, "int32"), DType::fp32, Device::cpu).verdicts.at(0).kind,
+            FindingKind::dtype);
+  HostTensor two_d{{1, 1}, "int64", "cpu", {0}};
+  EXPECT_EQ(judge_nms_output(one, two_d, DType::fp32, Device::cpu).verdicts.at(0).kind, FindingKind::shape);
+  EXPECT_EQ(judge_nms_output(one, keep_tensor({0}, "int64", "cuda:0"), DType::fp32, Device::cpu)
+                .verdicts.at(0).kind,
+            FindingKind::device);
+}
+
+TEST(NmsReplay, EmptyInputAcceptsOnlyEmptyOutput) {
+  EXPECT_TRUE(judge(NmsProblem{}, {}).consistent());
+  EXPECT_FALSE(judge(NmsProblem{}, {0}).consistent());
+}
+
+TEST(NmsReplay, ZeroAreaDuplicatesMayGoEitherWay) {
+  // IoU 0/0 has no true value: torchvision keeps both (NaN > t is false), others may not.
+  NmsProblem points{{{2, 2, 2, 2}, {2, 2, 2, 2}}, {0.9, 0.8}, 0.5};
+  EXPECT_TRUE(judge(points, {0, 1}).consistent());
+  EXPECT_TRUE(judge(points, {0}).consistent());
+}
+
+}  // namespace
+}  // namespace detfuzz::compare

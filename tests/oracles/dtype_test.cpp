@@ -1,0 +1,90 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "model/dtype.h"
+#include "model/error.h"
+
+namespace detfuzz {
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+TEST(DType, NamesRoundTripAndAliasesParse) {
+  for (DType dtype : kFloatDTypes) EXPECT_EQ(parse_dtype(dtype_name(dtype)), dtype);
+  EXPECT_EQ(parse_dtype("half"), DType::fp16);
+  EXPECT_EQ(parse_dtype("bfloat16"), DType::bf16);
+  EXPECT_EQ(parse_dtype("float"), DType::fp32);
+  EXPECT_EQ(parse_dtype("double"), DType::fp64);
+  EXPECT_FALSE(parse_dtype("fp8").has_value());
+  EXPECT_FALSE(parse_dtype("").has_value());
+}
+
+TEST(DType, FloatFormatOfIntegerDtypeIsAnError) {
+  EXPECT_THROW(float_format(DType::int64), Error);
+}
+
+TEST(DType, AccumulateTypeFollowsPyTorchConvention) {
+  EXPECT_EQ(accumulate_type(DType::fp16), DType::fp32);
+  EXPECT_EQ(accumulate_type(DType::bf16), DType::fp32);
+  EXPECT_EQ(accumulate_type(DType::fp32), DType::fp32);
+  EXPECT_EQ(accumulate_type(DType::fp64), DType::fp64);
+}
+
+TEST(DType, Fp16RangeConstantsAreIeeeBinary16) {
+  EXPECT_EQ(float_format(DType::fp16).max_finite, 65504.0);
+  EXPECT_EQ(float_format(DType::fp16).min_normal, std::ldexp(1.0, -14));
+  EXPECT_EQ(float_format(DType::bf16).max_finite, std::ldexp(255.0, 120));
+  EXPECT_EQ(float_format(DType::fp32).max_finite, static_cast<double>(std::numeric_limits<float>::max()));
+}
+
+TEST(DType, Fp16RoundsHalfToEven) {
+  // Spacing between 2048 and 4096 is 2: 2049 is a tie between 2048 and 2050.
+  EXPECT_EQ(round_to(DType::fp16, 2049.0), 2048.0);
+  EXPECT_EQ(round_to(DType::fp16, 2051.0), 2052.0);
+  EXPECT_EQ(round_to(DType::fp16, 2049.5), 2050.0);
+  EXPECT_EQ(round_to(DType::fp16, -2049.0), -2048.0);
+}
+
+TEST(DType, Fp16OverflowsExactlyAtHalfAnUlpAboveMax) {
+  EXPECT_EQ(round_to(DType::fp16, 65519.0), 65504.0);
+  EXPECT_EQ(round_to(DType::fp16, 65520.0), kInf);  // the tie rounds to even: infinity
+  EXPECT_EQ(round_to(DType::fp16, -1e6), -kInf);
+}
+
+TEST(DType, Fp16KeepsSubnormals) {
+  const double smallest = std::ldexp(1.0, -24);
+  EXPECT_EQ(round_to(DType::fp16, smallest), smallest);
+  EXPECT_EQ(round_to(DType::fp16, smallest * 0.5), 0.0);          // tie to even (0)
+  EXPECT_EQ(round_to(DType::fp16, smallest * 0.75), smallest);
+  EXPECT_EQ(round_to(DType::fp16, 3 * smallest), 3 * smallest);
+}
+
+TEST(DType, Bf16RoundsDirectlyFromDoubleWithoutDoubleRounding) {
+  // 1 + 2^-8 + 2^-30 is just above the bf16 tie at 1 + 2^-8; rounding through float would
+  // first drop 2^-30 (float has 24 bits), land on the tie and round to even (1.0).
+  const double value = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30);
+  EXPECT_EQ(round_to(DType::bf16, value), 1.0 + std::ldexp(1.0, -7));
+  EXPECT_EQ(round_to(DType::bf16, 1.0 + std::ldexp(1.0, -8)), 1.0);
+}
+
+TEST(DType, Fp32RoundingMatchesFloatConversion) {
+  for (double value : {0.1, 1.0 / 3, 123456789.123, -7.77e-39, 3.0e38, 1e-45})
+    EXPECT_EQ(round_to(DType::fp32, value), static_cast<double>(static_cast<float>(value))) << value;
+}
+
+TEST(DType, UlpAndStepsWalkTheRepresentableNumbers) {
+  EXPECT_EQ(ulp(DType::fp16, 1.0), std::ldexp(1.0, -10));
+  EXPECT_EQ(ulp(DType::fp32, 1.0), std::ldexp(1.0, -23));
+  EXPECT_EQ(step_ulps(DType::fp16, 1.0, 1), 1.0 + std::ldexp(1.0, -10));
+  EXPECT_EQ(step_ulps(DType::fp16, 1.0, -1), 1.0 - std::ldexp(1.0, -11));  // spacing halves below 1
+  EXPECT_EQ(step_ulps(DType::fp16, 0.0, -1), -std::ldexp(1.0, -24));
+  EXPECT_EQ(step_ulps(DType::fp16, 65504.0, 1), kInf);
+  EXPECT_EQ(step_ulps(DType::fp32, -1.0, 1), -1.0 + std::ldexp(1.0, -24));
+  EXPECT_TRUE(representable(DType::fp16, 2048.0));
+  EXPECT_FALSE(representable(DType::fp16, 2049.0));
+}
+
+}  // namespace
+}  // namespace detfuzz

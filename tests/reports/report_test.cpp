@@ -1,0 +1,90 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "reports/report.h"
+
+namespace detfuzz::reports {
+namespace {
+
+Report sample() {
+  Report report;
+  report.config = {{"seed", 7}};
+  report.environment = {{"torch", "1.13.0"}};
+  report.elapsed_s = 1.5;
+  report.cells.push_back({"nms", "torchvision", "fp32", "cpu", 100, 1, "failed", "", -1, 1.0, {{"mismatch", 3}}});
+  report.cells.push_back({"nms", "torchvision", "fp16", "cpu", 0, 0, "unsupported", "no Half kernel", -1, 0, {}});
+  FindingRecord finding;
+  finding.op = "nms";
+  finding.target = "torchvision";
+  finding.dtype = "fp32";
+  finding.device = "cpu";
+  finding.kind = "mismatch";
+  finding.property = "oracle";
+  finding.signature = "nms/torchvision/fp32/cpu/mismatch/oracle";
+  finding.message = "box 1 is kept, but ...";
+  finding.input = {{"boxes", {{0, 0, 1, 1}}}};
+  finding.replay = "detfuzz run ...";
+  report.findings.push_back(finding);
+  return report;
+}
+
+TEST(Report, JsonCarriesTheContractFields) {
+  nlohmann::json json = to_json(sample());
+  EXPECT_EQ(json["schema_version"], kSchemaVersion);
+  for (const char* key : {"environment", "config", "elapsed_s", "cells", "findings", "partial"})
+    EXPECT_TRUE(json.contains(key)) << key;
+  const auto& cell = json["cells"][0];
+  for (const char* key : {"op", "target", "dtype", "device", "cases", "findings", "status", "max_normalized_error"})
+    EXPECT_TRUE(cell.contains(key)) << key;
+  EXPECT_TRUE(cell["max_normalized_error"].is_null());
+  EXPECT_EQ(json["cells"][1]["reason"], "no Half kernel");
+  const auto& finding = json["findings"][0];
+  for (const char* key : {"op", "target", "dtype", "device", "kind", "signature", "seed", "found_after_cases",
+                          "found_after_s", "size", "input", "replay"})
+    EXPECT_TRUE(finding.contains(key)) << key;
+  EXPECT_EQ(json["total_cases"], 100);
+}
+
+TEST(Report, FailingFindingsDecideTheExitStatus) {
+  Report report = sample();
+  EXPECT_TRUE(report.has_failing_finding());
+  report.findings[0].fails = false;
+  EXPECT_FALSE(report.has_failing_finding());
+}
+
+TEST(Report, WritesAtomicallyIntoANewDirectory) {
+  const auto dir = std::filesystem::temp_directory_path() / ("detfuzz-report-test-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::string path = write_report(sample(), (dir / "nested").string());
+  std::ifstream file(path);
+  nlohmann::json json = nlohmann::json::parse(file);
+  EXPECT_EQ(json["config"]["seed"], 7);
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "nested"))
+    EXPECT_EQ(entry.path().filename(), "report.json");  // no temporary left behind
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Report, UnwritableDirectoryIsAClearError) {
+  try {
+    write_report(sample(), "/proc/detfuzz-cannot-write-here");
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/proc/detfuzz-cannot-write-here"), std::string::npos);
+  }
+}
+
+TEST(Report, SummaryShowsCellsFindingsAndReplay) {
+  std::ostringstream out;
+  print_summary(sample(), out);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("unsupported: no Half kernel"), std::string::npos);
+  EXPECT_NE(text.find("[mismatch] nms/torchvision/fp32/cpu"), std::string::npos);
+  EXPECT_NE(text.find("replay: detfuzz run"), std::string::npos);
+  EXPECT_NE(text.find("failing"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace detfuzz::reports

@@ -1,0 +1,38 @@
+// Targets written in plain C++ for the tests: a correct one per op (an independent
+// implementation, to measure false alarms) and variants with ONE planted deviation each,
+// to prove the campaign catches that bug class. Arithmetic is emulated per format: every
+// operation is done in double and rounded to the compute dtype, which is exactly what an
+// IEEE kernel in that dtype computes (double rounding is innocuous for +-*/ when
+// 53 >= 2p + 2, true for fp32, bf16 and fp16).
+#pragma once
+
+#include <string>
+
+#include "kernels/target.h"
+
+namespace detfuzz::testing {
+
+struct NmsVariant {
+  bool greater_equal = false;     // `>=` instead of `>` at the threshold
+  bool assumes_sorted = false;    // visits boxes in input order
+  bool storage_arithmetic = false;  // areas and IoU in the input dtype (fp16 overflow)
+  bool int32_output = false;      // keep indices as int32: a dtype contract breach
+  bool reverse_ties = true;       // equal scores visited by decreasing index
+  bool unsupported_low_precision = false;  // raises Error{unsupported} for fp16/bf16
+  bool throws_on_empty = false;   // raises on 0 boxes
+};
+
+kernels::Target<NmsProblem> planted_nms(const std::string& name, NmsVariant variant = {});
+
+struct BoxIouVariant {
+  bool storage_arithmetic = false;  // every step in the input dtype
+  bool fp64_output = false;         // dtype leak
+  bool transposed = false;          // [M, N] instead of [N, M]
+};
+
+kernels::Target<BoxIouProblem> planted_box_iou(const std::string& name, BoxIouVariant variant = {});
+
+// IoU of two boxes computed the canonical way, every step rounded to `compute`.
+double emulated_iou(const Box& a, const Box& b, DType compute);
+
+}  // namespace detfuzz::testing
