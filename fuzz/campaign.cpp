@@ -210,7 +210,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         ShrinkLimits limits{Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                std::chrono::duration<double>(shrink_seconds)),
                             options.shrink_max_evaluations};
-        ShrinkResult shrunk = plan.op->shrink(request, verdict.kind, verdict.property, limits);
+        ShrinkResult shrunk = plan.op->shrink(request, verdict, limits);
 
         reports::FindingRecord finding;
         finding.op = plan.op->name();
@@ -221,6 +221,9 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         finding.property = verdict.property;
         finding.signature = signature;
         finding.message = shrunk.verdict.message;
+        if (!shrunk.reproducible)
+          finding.message += " (did not fail again when re-run: the kernel may be nondeterministic)";
+        finding.reproducible = shrunk.reproducible;
         finding.fails = finding_fails(verdict.kind, options.fail_on);
         finding.seed = options.seed;
         finding.case_seed = request.case_seed;

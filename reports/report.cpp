@@ -64,6 +64,7 @@ nlohmann::json to_json(const Report& report) {
                         {"size", f.size},
                         {"original_size", f.original_size},
                         {"shrink", {{"steps", f.shrink_steps}, {"complete", f.shrink_complete}}},
+                        {"reproducible", f.reproducible},
                         {"input", f.input},
                         {"details", f.details},
                         {"replay", f.replay}});

@@ -38,6 +38,7 @@ struct FindingRecord {
   std::size_t size = 0, original_size = 0;  // boxes in the minimized / original case
   int shrink_steps = 0;
   bool shrink_complete = false;
+  bool reproducible = true;  // false: re-running the case did not fail again
   nlohmann::json input;    // the minimized case's exact inputs
   nlohmann::json details;  // evidence: elements, oracle vs kernel, tolerances, trace
   std::string replay;      // a command line that finds it again

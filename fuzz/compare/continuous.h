@@ -27,7 +27,8 @@ struct ExpectedValue {
 };
 
 // Shape/dtype/device first (a contract breach ends the comparison), then each element.
-// Reports one verdict per finding kind, naming its worst element.
+// Reports one verdict per finding kind, naming its worst element. max_normalized_error
+// covers the elements whose intermediates are in range.
 // `input_dtype` names the tiers in messages (its accumulate type and itself).
 Judgement compare_continuous(const HostTensor& output, const std::vector<ExpectedValue>& expected,
                              const OutputContract& contract, DType input_dtype);

@@ -44,6 +44,9 @@ struct ShrinkResult {
   std::size_t size = 0;
   int steps = 0;             // accepted shrinks
   bool complete = false;     // false when a limit stopped the search early
+  // False when re-running the case did not fail again (a nondeterministic kernel): the
+  // finding then keeps the observed verdict and the unshrunk input.
+  bool reproducible = true;
 };
 
 class OpHarness {
@@ -59,9 +62,10 @@ class OpHarness {
   virtual std::optional<std::string> unsupported_reason(const std::string& target, DType dtype,
                                                         Device device) const = 0;
   virtual CaseOutcome run_case(const CaseRequest& request) const = 0;
-  // Shrinks the case of `request` while it still yields a verdict of `kind` and `property`.
-  virtual ShrinkResult shrink(const CaseRequest& request, FindingKind kind,
-                              const std::string& property, const ShrinkLimits& limits) const = 0;
+  // Shrinks the case of `request` while it still yields a verdict of the kind and property
+  // of `observed` (the verdict the campaign saw).
+  virtual ShrinkResult shrink(const CaseRequest& request, const compare::Verdict& observed,
+                              const ShrinkLimits& limits) const = 0;
   // Judges a given input (a case file's) instead of a generated one.
   virtual CaseOutcome judge_input(const nlohmann::json& input, const std::string& target,
                                   DType dtype, Device device) const = 0;

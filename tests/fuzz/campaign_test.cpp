@@ -167,6 +167,31 @@ TEST(Campaign, BudgetIsSharedByEveryCell) {
   for (const auto& cell : report.cells) EXPECT_GT(cell.elapsed_s, 0.1) << cell.dtype;
 }
 
+bool has_property(const reports::Report& report, const std::string& property) {
+  return std::any_of(report.findings.begin(), report.findings.end(),
+                     [&](const reports::FindingRecord& f) { return f.property == property; });
+}
+
+TEST(Campaign, OracleFreePropertiesCatchOutputsThatChangeUnderExactTransformations) {
+  Registry nms = nms_registry({testing::planted_nms("flaky", flag(&NmsVariant::corrupt_every_third_call))});
+  reports::Report nms_report = run(nms, options({DType::fp32}, 300));
+  EXPECT_TRUE(has_property(nms_report, "scale_invariance")) << kinds(nms_report);
+  EXPECT_TRUE(has_property(nms_report, "permutation_invariance")) << kinds(nms_report);
+  Registry iou = box_iou_registry({testing::planted_box_iou("flaky", flag(&BoxIouVariant::corrupt_every_third_call))});
+  reports::Report iou_report = run(iou, options({DType::fp32}, 300));
+  EXPECT_TRUE(has_property(iou_report, "scale_invariance")) << kinds(iou_report);
+  EXPECT_TRUE(has_property(iou_report, "symmetry")) << kinds(iou_report);
+}
+
+TEST(Campaign, NondeterministicKernelFindingsAreKeptAndFlagged) {
+  Registry nms = nms_registry({testing::planted_nms("flaky", flag(&NmsVariant::corrupt_every_third_call))});
+  reports::Report report = run(nms, options({DType::fp32}, 300));
+  bool flagged = std::any_of(report.findings.begin(), report.findings.end(), [](const reports::FindingRecord& f) {
+    return !f.reproducible && f.message.find("nondeterministic") != std::string::npos && !f.input.is_null();
+  });
+  EXPECT_TRUE(flagged) << kinds(report);
+}
+
 TEST(Campaign, CorrectBoxIouRaisesNoFailingFinding) {
   Registry registry = box_iou_registry({testing::planted_box_iou("reference")});
   reports::Report report = run(registry, options({kFloatDTypes.begin(), kFloatDTypes.end()}, 300));

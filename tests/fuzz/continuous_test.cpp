@@ -42,6 +42,12 @@ TEST(ContinuousCompare, BeyondBothIsMismatchUnlessOutOfRange) {
             FindingKind::overflow);
 }
 
+TEST(ContinuousCompare, RangeHazardsStayOutOfTheMaxNormalizedError) {
+  Judgement j = compare_continuous(output(0.5, 0.9), {half(), half(false)}, contract(), DType::fp32);
+  EXPECT_EQ(only_kind(j), FindingKind::overflow);
+  EXPECT_EQ(j.max_normalized_error, 0.0);
+}
+
 TEST(ContinuousCompare, NanForAFiniteTrueValueIsNan) {
   EXPECT_EQ(only_kind(compare_continuous(output(NAN, 0.5), {half(), half()}, contract(), DType::fp32)),
             FindingKind::nan);

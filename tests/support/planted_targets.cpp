@@ -1,6 +1,7 @@
 #include "support/planted_targets.h"
 
 #include <algorithm>
+#include <memory>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
@@ -48,7 +49,8 @@ kernels::Target<NmsProblem> planted_nms(const std::string& name, NmsVariant vari
     if (device == Device::cuda) return {false, "test targets run on the CPU only"};
     return {};
   };
-  target.run = [variant](const NmsProblem& problem, DType dtype, Device) {
+  auto calls = std::make_shared<int>(0);
+  target.run = [variant, calls](const NmsProblem& problem, DType dtype, Device) {
     if (variant.unsupported_low_precision && (dtype == DType::fp16 || dtype == DType::bf16))
       throw Error(ErrorKind::unsupported, "planted: no kernel for low precision");
     if (variant.throws_on_empty && problem.boxes.empty())
@@ -76,6 +78,7 @@ kernels::Target<NmsProblem> planted_nms(const std::string& name, NmsVariant vari
         if (suppress) suppressed[j] = true;
       }
     }
+    if (variant.corrupt_every_third_call && ++*calls % 3 == 0) keep.push_back(static_cast<double>(n));
     std::vector<std::int64_t> shape{static_cast<std::int64_t>(keep.size())};
     return std::vector<HostTensor>{
         tensor(shape, variant.int32_output ? DType::int32 : DType::int64, keep)};
@@ -91,7 +94,8 @@ kernels::Target<BoxIouProblem> planted_box_iou(const std::string& name, BoxIouVa
     if (device == Device::cuda) return {false, "test targets run on the CPU only"};
     return {};
   };
-  target.run = [variant](const BoxIouProblem& problem, DType dtype, Device) {
+  auto calls = std::make_shared<int>(0);
+  target.run = [variant, calls](const BoxIouProblem& problem, DType dtype, Device) {
     const Arithmetic m{variant.storage_arithmetic ? dtype : accumulate_type(dtype)};
     const auto rows = static_cast<std::int64_t>(problem.boxes1.size());
     const auto cols = static_cast<std::int64_t>(problem.boxes2.size());
@@ -100,6 +104,7 @@ kernels::Target<BoxIouProblem> planted_box_iou(const std::string& name, BoxIouVa
       for (const Box& b : problem.boxes2) values.push_back(iou_in(a, b, m));
     DType output = variant.fp64_output ? DType::fp64 : accumulate_type(dtype);
     for (double& v : values) v = round_to(output, v);
+    if (variant.corrupt_every_third_call && ++*calls % 3 == 0 && !values.empty()) values[0] += 0.25;
     std::vector<std::int64_t> shape = variant.transposed ? std::vector<std::int64_t>{cols, rows}
                                                          : std::vector<std::int64_t>{rows, cols};
     return std::vector<HostTensor>{tensor(shape, output, values)};

@@ -20,6 +20,9 @@ struct NmsVariant {
   bool reverse_ties = true;       // equal scores visited by decreasing index
   bool unsupported_low_precision = false;  // raises Error{unsupported} for fp16/bf16
   bool throws_on_empty = false;   // raises on 0 boxes
+  // Appends a bogus index on every third call: the property re-runs (scaled, permuted
+  // input) then disagree with a main call that was right.
+  bool corrupt_every_third_call = false;
 };
 
 kernels::Target<NmsProblem> planted_nms(const std::string& name, NmsVariant variant = {});
@@ -28,6 +31,7 @@ struct BoxIouVariant {
   bool storage_arithmetic = false;  // every step in the input dtype
   bool fp64_output = false;         // dtype leak
   bool transposed = false;          // [M, N] instead of [N, M]
+  bool corrupt_every_third_call = false;  // shifts the first IoU on every third call
 };
 
 kernels::Target<BoxIouProblem> planted_box_iou(const std::string& name, BoxIouVariant variant = {});
