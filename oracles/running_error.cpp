@@ -7,6 +7,17 @@ namespace detfuzz::oracles {
 namespace {
 
 constexpr std::size_t kFp64 = 3;
+constexpr std::size_t kFormats = kFloatDTypes.size();
+
+// float_format per index, looked up once: these loops run for every oracle intermediate.
+const std::array<const FloatFormat*, kFormats>& formats() {
+  static const std::array<const FloatFormat*, kFormats> table = [] {
+    std::array<const FloatFormat*, kFormats> t{};
+    for (std::size_t f = 0; f < kFormats; ++f) t[f] = &float_format(kFloatDTypes[f]);
+    return t;
+  }();
+  return table;
+}
 
 // Knuth's TwoSum: the exact rounding error of s = fl(a + b).
 double two_sum_residual(double a, double b, double s) {
@@ -24,8 +35,8 @@ std::size_t format_index(DType dtype) {
 
 void ErrorTracker::note_range(double value) {
   double magnitude = std::fabs(value);
-  for (std::size_t f = 0; f < kFloatDTypes.size(); ++f) {
-    const FloatFormat& format = float_format(kFloatDTypes[f]);
+  for (std::size_t f = 0; f < kFormats; ++f) {
+    const FloatFormat& format = *formats()[f];
     if (!std::isfinite(value) || magnitude > format.max_finite ||
         (magnitude != 0 && magnitude < format.min_normal))
       in_range_[f] = false;
@@ -40,11 +51,9 @@ Tracked ErrorTracker::rounded(double value, double residual,
   // Narrower formats can only be exact where double was: a rounded double says nothing
   // about representability of the true value.
   bool exact_in_double = residual == 0 && propagated[kFp64] == 0;
-  for (std::size_t f = 0; f < kFloatDTypes.size(); ++f) {
+  for (std::size_t f = 0; f < kFormats; ++f) {
     bool exact = exact_in_double && propagated[f] == 0 && representable(kFloatDTypes[f], value);
-    result.error[f] =
-        exact ? 0.0
-              : propagated[f] + float_format(kFloatDTypes[f]).unit_roundoff * std::fabs(value);
+    result.error[f] = exact ? 0.0 : propagated[f] + formats()[f]->unit_roundoff * std::fabs(value);
   }
   return result;
 }

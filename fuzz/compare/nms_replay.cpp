@@ -21,13 +21,29 @@ struct DecisionInfo {
 
 bool zero_area(const Box& box) { return box.x1 == box.x2 || box.y1 == box.y2; }
 
+// The oracle's IoU without error tracking, in the same operation order (so the same double).
+double plain_iou(const Box& a, const Box& b) {
+  double area_a = (a.x2 - a.x1) * (a.y2 - a.y1), area_b = (b.x2 - b.x1) * (b.y2 - b.y1);
+  double w = std::max(0.0, std::min(a.x2, b.x2) - std::max(a.x1, b.x1));
+  double h = std::max(0.0, std::min(a.y2, b.y2) - std::max(a.y1, b.y1));
+  double inter = w * h;
+  return inter / ((area_a + area_b) - inter);
+}
+
 DecisionInfo decide_with_evidence(const Box& kept, const Box& candidate, double threshold,
-                                  const DecisionPolicy& policy) {
-  if (policy.convention == BoxConvention::continuous && threshold >= 0 &&
-      oracles::disjoint(kept, candidate)) {
+                                  const DecisionPolicy& policy, bool need_evidence = false) {
+  const bool continuous = policy.convention == BoxConvention::continuous;
+  if (continuous && threshold >= 0 && oracles::disjoint(kept, candidate)) {
     // IoU is exactly 0, or 0/0 when both boxes have no area (undefined: either way).
     bool undefined = zero_area(kept) && zero_area(candidate);
     return {undefined ? Decision::either : Decision::keep, undefined ? NAN : 0.0, 0.0};
+  }
+  if (continuous && policy.shortcut && !need_evidence && !policy.lenient_out_of_range) {
+    const double iou = plain_iou(kept, candidate);
+    const double margin =
+        64 * float_format(policy.compute).unit_roundoff + half_ulp(policy.compute, threshold);
+    if (std::isfinite(iou) && std::fabs(iou - threshold) > margin)
+      return {iou > threshold ? Decision::suppress : Decision::keep, iou, margin};
   }
   const oracles::IouTerms terms = oracles::iou_terms(kept, candidate, policy.convention);
   if (terms.undefined) return {Decision::either, terms.value, 0.0};
@@ -108,6 +124,7 @@ ReplayResult replay_nms(const NmsProblem& problem, const std::vector<std::int64_
       DecisionInfo info =
           decide_with_evidence(problem.boxes[visit[q]], problem.boxes[visit[p]], threshold, policy);
       if (info.decision != Decision::suppress) continue;
+      info = decide_with_evidence(problem.boxes[visit[q]], problem.boxes[visit[p]], threshold, policy, true);
       result.explanation = fmt::format(
           "box {} is kept, but box {} (score {}) was kept before it and overlaps it with IoU "
           "{} > threshold {} (tolerance {:.3g}): it should have been suppressed",
@@ -143,6 +160,7 @@ ReplayResult replay_nms(const NmsProblem& problem, const std::vector<std::int64_
           j, scores[j]);
       result.trace = {{"missing", box_json(problem, j)}};
     } else {
+      closest = decide_with_evidence(problem.boxes[closest_box], problem.boxes[j], threshold, policy, true);
       result.explanation = fmt::format(
           "box {} (score {}) is missing from the output, but no kept box with a higher or "
           "equal score overlaps it with IoU > {} (largest: IoU {} with box {}, tolerance {:.3g})",

@@ -1,6 +1,8 @@
 #include "model/dtype.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "model/error.h"
@@ -110,7 +112,21 @@ double round_to(DType dtype, double value) {
 }
 
 bool representable(DType dtype, double value) {
-  return std::isnan(value) || round_to(dtype, value) == value;
+  if (dtype == DType::fp64 || !std::isfinite(value) || value == 0.0) return true;
+  const FloatFormat& format = float_format(dtype);
+  if (std::fabs(value) > format.max_finite) return false;
+  // The oracles ask this for every intermediate, so read the bits instead of rounding:
+  // value = significand * 2^exponent with a 53-bit integer significand, and it is
+  // representable iff it is a multiple of the format's spacing at its magnitude.
+  std::uint64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+  if (biased == 0) return round_to(dtype, value) == value;  // double subnormal: rare path
+  const std::uint64_t significand = (bits & ((std::uint64_t{1} << 52) - 1)) | (std::uint64_t{1} << 52);
+  const int exponent = biased - 1075;  // of the significand's last bit
+  const int magnitude = biased - 1023;
+  const int spacing = std::max(magnitude, format.min_normal_exponent) - (format.precision_bits - 1);
+  return exponent + __builtin_ctzll(significand) >= spacing;
 }
 
 double ulp(DType dtype, double value) {

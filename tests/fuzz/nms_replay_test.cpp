@@ -125,3 +125,27 @@ TEST(NmsReplay, ZeroAreaDuplicatesMayGoEitherWay) {
 
 }  // namespace
 }  // namespace detfuzz::compare
+
+#include <rapidcheck/gtest.h>
+
+#include "fuzz/gen/boxes.h"
+
+namespace detfuzz::compare {
+namespace {
+
+// The shortcut decides far-from-threshold pairs without the error tracker; on generated
+// pairs (near-threshold and exact ones included) it must decide exactly as the full path.
+RC_GTEST_PROP(NmsReplay, ShortcutNeverChangesADecision, ()) {
+  const DType dtype = *rc::gen::elementOf(kFloatDTypes);
+  const NmsProblem problem = *gen::nms_problem({dtype, 12});
+  DecisionPolicy fast{*rc::gen::element(dtype, accumulate_type(dtype)), false,
+                      BoxConvention::continuous, true};
+  DecisionPolicy full = fast;
+  full.shortcut = false;
+  for (const Box& a : problem.boxes)
+    for (const Box& b : problem.boxes)
+      RC_ASSERT(decide(a, b, problem.iou_threshold, fast) == decide(a, b, problem.iou_threshold, full));
+}
+
+}  // namespace
+}  // namespace detfuzz::compare

@@ -88,3 +88,32 @@ TEST(DType, UlpAndStepsWalkTheRepresentableNumbers) {
 
 }  // namespace
 }  // namespace detfuzz
+
+namespace detfuzz {
+namespace {
+
+// representable() reads bits for speed; it must agree with rounding everywhere, including
+// subnormals of each format, powers of two and values just off the grid.
+TEST(DType, RepresentableAgreesWithRoundingTrip) {
+  std::uint64_t state = 12345;
+  auto next = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return state >> 11;
+  };
+  for (DType dtype : kFloatDTypes) {
+    for (int i = 0; i < 200000; ++i) {
+      int exponent = static_cast<int>(next() % 80) - 40;
+      double base = std::ldexp(static_cast<double>(next() % 4096), exponent);
+      for (double value : {base, -base, round_to(dtype, base), std::nextafter(round_to(dtype, base), 1e300)}) {
+        if (!std::isfinite(value)) continue;
+        ASSERT_EQ(representable(dtype, value), round_to(dtype, value) == value)
+            << dtype_name(dtype) << " " << value;
+      }
+    }
+    for (double value : {std::ldexp(1.0, -24), std::ldexp(3.0, -26), std::ldexp(1.0, -133), 65504.0, 65505.0})
+      EXPECT_EQ(representable(dtype, value), round_to(dtype, value) == value) << dtype_name(dtype) << " " << value;
+  }
+}
+
+}  // namespace
+}  // namespace detfuzz
