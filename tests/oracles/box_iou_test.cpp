@@ -32,6 +32,16 @@ TEST(BoxIouOracle, InexactStepsGetAPositiveBoundThatShrinksWithPrecision) {
   EXPECT_GT(terms.bound(DType::bf16), terms.bound(DType::fp16));
 }
 
+TEST(BoxIouOracle, BoxesApartInOneAxisHaveAnExactZeroIou) {
+  // hi - lo = 1 - (2^24 + 2) is not representable in fp32, but it is negative in every
+  // format, so the clamp makes the intersection exactly 0 and the IoU exactly 0.
+  const double far = std::ldexp(1.0, 24) + 2;
+  IouTerms terms = iou_terms({0, 0, 1, 1}, {far, 0, far + 2, 1});
+  EXPECT_EQ(terms.value, 0.0);
+  EXPECT_EQ(terms.bound(DType::fp32), 0.0);
+  EXPECT_EQ(terms.bound(DType::fp64), 0.0);
+}
+
 TEST(BoxIouOracle, TwoEmptyBoxesHaveNoIou) {
   IouTerms terms = iou_terms({1, 1, 1, 5}, {1, 1, 1, 5});
   EXPECT_TRUE(terms.undefined);
