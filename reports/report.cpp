@@ -95,11 +95,16 @@ void write_file_atomically(const std::string& path, const std::string& contents)
   }
 }
 
-std::string write_report(const Report& report, const std::string& dir) {
+std::string ensure_report_dir(const std::string& dir) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error)
     throw std::runtime_error("cannot create report directory " + dir + ": " + error.message());
+  return dir;
+}
+
+std::string write_report(const Report& report, const std::string& dir) {
+  ensure_report_dir(dir);
   const std::string path = (std::filesystem::path(dir) / "report.json").string();
   write_file_atomically(path, to_json(report).dump(2) + "\n");
   return path;

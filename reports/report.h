@@ -57,8 +57,11 @@ struct Report {
 };
 
 nlohmann::json to_json(const Report& report);
+// Creates `dir` (and its parents) if needed and returns it; std::runtime_error naming the
+// directory and the system's reason otherwise.
+std::string ensure_report_dir(const std::string& dir);
 // Writes `dir`/report.json through a temporary file and a rename, creating `dir`.
-// Returns the path written; throws detfuzz-style std::runtime_error text naming the path.
+// Returns the path written; std::runtime_error naming the path otherwise.
 std::string write_report(const Report& report, const std::string& dir);
 void print_summary(const Report& report, std::ostream& out);
 

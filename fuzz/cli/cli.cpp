@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 
 #include "fuzz/campaign.h"
@@ -84,15 +85,32 @@ fuzz::ProgressMode progress_mode(const std::string& name) {
   throw Error(ErrorKind::usage, "unknown --progress '" + name + "'; use auto, live, lines or none");
 }
 
+// A campaign may run for hours: find out before it starts that its report can be written.
+void check_report_dir(const std::string& dir) {
+  try {
+    reports::write_file_atomically(reports::ensure_report_dir(dir) + "/.detfuzz-write-test", "");
+    std::remove((dir + "/.detfuzz-write-test").c_str());
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::usage, std::string(e.what()) + "; pass a writable --report DIR");
+  }
+}
+
 int run_command(const RunSettings& settings, const kernels::KernelConfig& kernel_config) {
   fuzz::CampaignOptions options = campaign_options(settings);
+  check_report_dir(settings.report_dir);
   auto progress = fuzz::make_progress(progress_mode(settings.progress));
   kernels::set_single_threaded();
   fuzz::Registry registry = fuzz::default_registry(kernel_config);
   reports::Report report = fuzz::run_campaign(registry, options, *progress);
   report.environment = fuzz::environment_json(kernel_config);
-  std::string path = reports::write_report(report, settings.report_dir);
+  // The summary first: if the report cannot be written after all, the findings are on screen.
   reports::print_summary(report, std::cout);
+  std::string path;
+  try {
+    path = reports::write_report(report, settings.report_dir);
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::input, std::string(e.what()) + " (the summary above holds the findings)");
+  }
   std::cout << "report: " << path << "\n";
   return report.has_failing_finding() ? 1 : 0;
 }

@@ -49,21 +49,27 @@ rc::Gen<int> count(int max_count) {
   });
 }
 
+// `n` boxes on a lattice of `steps` positions over [0, scale]: corners at scale * i / steps,
+// extents up to `max_extent` * scale. Shrinks toward the origin and toward zero extent.
+rc::Gen<Boxes> lattice_boxes(double scale, int steps, double max_extent, int n) {
+  auto box = rc::gen::map(
+      rc::gen::tuple(rc::gen::inRange(0, steps + 1), rc::gen::inRange(0, steps + 1),
+                     rc::gen::inRange(0, steps + 1), rc::gen::inRange(0, steps + 1)),
+      [scale, steps, max_extent](const std::tuple<int, int, int, int>& t) {
+        auto [x, y, w, h] = t;
+        const double unit = scale / steps;
+        double x1 = unit * x, y1 = unit * y;
+        return Box{x1, y1, x1 + unit * max_extent * w, y1 + unit * max_extent * h};
+      });
+  return rc::gen::container<Boxes>(n, box);
+}
+
 rc::Gen<Boxes> uniform(DType dtype, int n) {
   std::vector<double> scales;
   for (double s : {1.0, 8.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65504.0, 1048576.0, 16777216.0})
     if (s <= coordinate_cap(dtype)) scales.push_back(s);
-  return rc::gen::mapcat(rc::gen::elementOf(scales), [n](double scale) {
-    auto box = rc::gen::map(
-        rc::gen::tuple(rc::gen::inRange(0, 4097), rc::gen::inRange(0, 4097),
-                       rc::gen::inRange(0, 4097), rc::gen::inRange(0, 4097)),
-        [scale](const std::tuple<int, int, int, int>& t) {
-          auto [x, y, w, h] = t;
-          double x1 = scale * x / 4096, y1 = scale * y / 4096;
-          return Box{x1, y1, x1 + scale * w / 8192, y1 + scale * h / 8192};
-        });
-    return rc::gen::container<Boxes>(n, box);
-  });
+  return rc::gen::mapcat(rc::gen::elementOf(scales),
+                         [n](double scale) { return lattice_boxes(scale, 4096, 0.5, n); });
 }
 
 rc::Gen<Boxes> grid(int n) {
@@ -241,16 +247,7 @@ rc::Gen<Boxes> spanning(DType dtype, int n) {
 
 rc::Gen<Boxes> extreme(int n) {
   return rc::gen::mapcat(rc::gen::inRange(20, 71), [n](int exponent) {
-    const double scale = std::ldexp(1.0, exponent);
-    auto box = rc::gen::map(
-        rc::gen::tuple(rc::gen::inRange(0, 1025), rc::gen::inRange(0, 1025),
-                       rc::gen::inRange(0, 1025), rc::gen::inRange(0, 1025)),
-        [scale](const std::tuple<int, int, int, int>& t) {
-          auto [x, y, w, h] = t;
-          double x1 = scale * x / 1024, y1 = scale * y / 1024;
-          return Box{x1, y1, x1 + scale * w / 1024, y1 + scale * h / 1024};
-        });
-    return rc::gen::container<Boxes>(n, box);
+    return lattice_boxes(std::ldexp(1.0, exponent), 1024, 1.0, n);
   });
 }
 

@@ -32,7 +32,7 @@ std::optional<compare::Verdict> rerun_identical(const BoxIouProblem& changed,
                                                 const std::string& message, bool transpose) {
   auto run = run_guarded(target, changed, dtype, device, property);
   if (auto* verdict = std::get_if<compare::Verdict>(&run)) return *verdict;
-  HostTensor output = std::get<std::vector<HostTensor>>(run).at(0);
+  HostTensor output = std::get<HostTensor>(run);
   if (transpose && output.shape.size() == 2) {
     HostTensor transposed = output;
     const auto rows = output.shape[0], cols = output.shape[1];
@@ -58,9 +58,7 @@ compare::Judgement judge(const BoxIouProblem& problem, const BoxIouTarget& targe
                          Device device) {
   auto run = run_guarded(target, problem, dtype, device);
   if (auto* verdict = std::get_if<compare::Verdict>(&run)) return {{*verdict}, -1};
-  const auto& outputs = std::get<std::vector<HostTensor>>(run);
-  if (outputs.empty())
-    return {{{FindingKind::shape, "contract", "the kernel returned no output", {}}}, -1};
+  const HostTensor& iou = std::get<HostTensor>(run);
   // torchvision's contract: _upcast turns fp16/bf16 results into fp32.
   compare::OutputContract contract{"iou",
                                    {static_cast<std::int64_t>(problem.boxes1.size()),
@@ -68,7 +66,7 @@ compare::Judgement judge(const BoxIouProblem& problem, const BoxIouTarget& targe
                                    std::string(dtype_name(accumulate_type(dtype))),
                                    device};
   compare::Judgement judgement =
-      compare::compare_continuous(outputs[0], expected_values(problem, dtype), contract, dtype);
+      compare::compare_continuous(iou, expected_values(problem, dtype), contract, dtype);
   if (!judgement.consistent()) return judgement;
 
   std::vector<Box> all = problem.boxes1;
@@ -76,14 +74,14 @@ compare::Judgement judge(const BoxIouProblem& problem, const BoxIouTarget& targe
   if (int exponent = safe_scale_exponent(all, dtype)) {
     BoxIouProblem scaled{scale_boxes(problem.boxes1, exponent), scale_boxes(problem.boxes2, exponent)};
     if (auto verdict = rerun_identical(
-            scaled, target, dtype, device, outputs[0], "scale_invariance",
+            scaled, target, dtype, device, iou, "scale_invariance",
             "multiplying every coordinate by 2^" + std::to_string(exponent) + " changed the IoU",
             false))
       judgement.verdicts.push_back(*verdict);
   }
   if (!(problem.boxes1 == problem.boxes2)) {
     BoxIouProblem swapped{problem.boxes2, problem.boxes1};
-    if (auto verdict = rerun_identical(swapped, target, dtype, device, outputs[0], "symmetry",
+    if (auto verdict = rerun_identical(swapped, target, dtype, device, iou, "symmetry",
                                        "box_iou(b, a) is not the transpose of box_iou(a, b)", true))
       judgement.verdicts.push_back(*verdict);
   }

@@ -21,7 +21,7 @@ std::optional<compare::Verdict> scale_invariance(const NmsProblem& problem, cons
   scaled.boxes = scale_boxes(problem.boxes, exponent);
   auto run = run_guarded(target, scaled, dtype, device, "scale_invariance");
   if (auto* verdict = std::get_if<compare::Verdict>(&run)) return *verdict;
-  const HostTensor& scaled_keep = std::get<std::vector<HostTensor>>(run).at(0);
+  const HostTensor& scaled_keep = std::get<HostTensor>(run);
   if (identical(keep, scaled_keep)) return std::nullopt;
   return compare::Verdict{
       FindingKind::mismatch, "scale_invariance",
@@ -45,7 +45,7 @@ std::optional<compare::Verdict> permutation_invariance(const NmsProblem& problem
   }
   auto run = run_guarded(target, permuted, dtype, device, "permutation_invariance");
   if (auto* verdict = std::get_if<compare::Verdict>(&run)) return *verdict;
-  HostTensor mapped = std::get<std::vector<HostTensor>>(run).at(0);
+  HostTensor mapped = std::get<HostTensor>(run);
   for (double& index : mapped.values)
     if (index >= 0 && index < static_cast<double>(permutation.size()))
       index = static_cast<double>(permutation[static_cast<std::size_t>(index)]);
@@ -60,14 +60,12 @@ compare::Judgement judge(const NmsProblem& problem, const NmsTarget& target, DTy
                          Device device) {
   auto run = run_guarded(target, problem, dtype, device);
   if (auto* verdict = std::get_if<compare::Verdict>(&run)) return {{*verdict}, -1};
-  const auto& outputs = std::get<std::vector<HostTensor>>(run);
-  if (outputs.empty())
-    return {{{FindingKind::shape, "contract", "the kernel returned no output", {}}}, -1};
-  compare::Judgement judgement = compare::judge_nms_output(problem, outputs[0], dtype, device);
+  const HostTensor& keep = std::get<HostTensor>(run);
+  compare::Judgement judgement = compare::judge_nms_output(problem, keep, dtype, device);
   if (!judgement.consistent()) return judgement;
-  if (auto verdict = scale_invariance(problem, target, dtype, device, outputs[0]))
+  if (auto verdict = scale_invariance(problem, target, dtype, device, keep))
     judgement.verdicts.push_back(*verdict);
-  if (auto verdict = permutation_invariance(problem, target, dtype, device, outputs[0]))
+  if (auto verdict = permutation_invariance(problem, target, dtype, device, keep))
     judgement.verdicts.push_back(*verdict);
   return judgement;
 }

@@ -49,13 +49,18 @@ std::vector<T> without(const std::vector<T>& items, std::pair<std::size_t, std::
   return kept;
 }
 
-// Runs a target, turning anything it throws into a verdict of kind `exception`.
+// Runs a target and returns its first output; anything it throws becomes a verdict of kind
+// `exception`, and no output at all a `shape` verdict.
 template <class Problem>
-std::variant<std::vector<HostTensor>, compare::Verdict> run_guarded(
-    const kernels::Target<Problem>& target, const Problem& problem, DType dtype, Device device,
-    const std::string& property = "kernel") {
+std::variant<HostTensor, compare::Verdict> run_guarded(const kernels::Target<Problem>& target,
+                                                      const Problem& problem, DType dtype,
+                                                      Device device,
+                                                      const std::string& property = "kernel") {
   try {
-    return target.run(problem, dtype, device);
+    std::vector<HostTensor> outputs = target.run(problem, dtype, device);
+    if (outputs.empty())
+      return compare::Verdict{FindingKind::shape, "contract", "the kernel returned no output", {}};
+    return std::move(outputs.front());
   } catch (const std::exception& error) {
     std::string message = error.what();
     message = message.substr(0, message.find('\n'));

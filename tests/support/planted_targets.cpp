@@ -29,6 +29,11 @@ double iou_in(const Box& a, const Box& b, const Arithmetic& m) {
   return m.div(inter, m.sub(m.add(area_a, area_b), inter));
 }
 
+kernels::Availability cpu_only(Device device) {
+  if (device == Device::cuda) return {false, "test targets run on the CPU only"};
+  return {};
+}
+
 HostTensor tensor(std::vector<std::int64_t> shape, DType dtype, std::vector<double> values) {
   return {std::move(shape), std::string(dtype_name(dtype)), "cpu", std::move(values)};
 }
@@ -45,10 +50,7 @@ kernels::Target<NmsProblem> planted_nms(const std::string& name, NmsVariant vari
   kernels::Target<NmsProblem> target;
   target.name = name;
   target.description = "test target: greedy NMS in plain C++";
-  target.availability = [](Device device) -> kernels::Availability {
-    if (device == Device::cuda) return {false, "test targets run on the CPU only"};
-    return {};
-  };
+  target.availability = cpu_only;
   auto calls = std::make_shared<int>(0);
   target.run = [variant, calls](const NmsProblem& problem, DType dtype, Device) {
     if (variant.unsupported_low_precision && (dtype == DType::fp16 || dtype == DType::bf16))
@@ -90,10 +92,7 @@ kernels::Target<BoxIouProblem> planted_box_iou(const std::string& name, BoxIouVa
   kernels::Target<BoxIouProblem> target;
   target.name = name;
   target.description = "test target: box IoU in plain C++";
-  target.availability = [](Device device) -> kernels::Availability {
-    if (device == Device::cuda) return {false, "test targets run on the CPU only"};
-    return {};
-  };
+  target.availability = cpu_only;
   auto calls = std::make_shared<int>(0);
   target.run = [variant, calls](const BoxIouProblem& problem, DType dtype, Device) {
     const Arithmetic m{variant.storage_arithmetic ? dtype : accumulate_type(dtype)};
