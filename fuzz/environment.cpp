@@ -23,7 +23,12 @@ std::string cpu_model() {
 }  // namespace
 
 nlohmann::json environment_json(const kernels::KernelConfig& config) {
-  nlohmann::json environment = {{"detfuzz", DETFUZZ_VERSION}, {"compiler", __VERSION__}};
+#ifdef __clang__
+  const std::string compiler = std::string("clang ") + __clang_version__;
+#else
+  const std::string compiler = std::string("gcc ") + __VERSION__;
+#endif
+  nlohmann::json environment = {{"detfuzz", DETFUZZ_VERSION}, {"compiler", compiler}};
   for (const auto& [key, value] : kernels::environment(config)) environment[key] = value;
   environment["cpu"] = cpu_model();
   utsname system{};

@@ -55,7 +55,8 @@ nlohmann::json to_json(const Report& report) {
                         {"message", f.message},
                         {"fails", f.fails},
                         {"seed", f.seed},
-                        {"case_seed", f.case_seed},
+                        // A string: 64-bit seeds do not survive JSON readers that use doubles (jq).
+                        {"case_seed", std::to_string(f.case_seed)},
                         {"case_index", f.case_index},
                         {"generator_size", f.generator_size},
                         {"found_after_cases", f.found_after_cases},

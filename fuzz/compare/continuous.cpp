@@ -83,7 +83,8 @@ Judgement compare_continuous(const HostTensor& output, const std::vector<Expecte
     verdict.message = fmt::format(
         "{}{}: kernel {} vs oracle {} (|error| {:.3g}, tolerance {:.3g} with {} arithmetic, "
         "{:.3g} with {} arithmetic){}",
-        contract.name, shape_string(index), kernel, e.value, std::fabs(kernel - e.value),
+        contract.name, shape_string(index), std::isnan(kernel) ? "nan" : fmt::format("{}", kernel),
+        e.value, std::fabs(kernel - e.value),
         strict_tolerance[w.element], dtype_name(accumulate_type(input_dtype)),
         storage_tolerance[w.element], dtype_name(input_dtype),
         w.count > 1 ? fmt::format("; {} elements like it", w.count) : std::string());

@@ -46,6 +46,7 @@ TEST(Report, JsonCarriesTheContractFields) {
                           "found_after_s", "size", "input", "replay"})
     EXPECT_TRUE(finding.contains(key)) << key;
   EXPECT_EQ(json["total_cases"], 100);
+  EXPECT_TRUE(finding["case_seed"].is_string());  // jq reads numbers as doubles
 }
 
 TEST(Report, FailingFindingsDecideTheExitStatus) {
