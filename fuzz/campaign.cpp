@@ -8,6 +8,8 @@
 #include <map>
 #include <set>
 
+#include "corpus/case_file.h"
+#include "fuzz/replay.h"
 #include "model/error.h"
 
 namespace detfuzz::fuzz {
@@ -44,11 +46,17 @@ struct CellState {
   bool done = false;
 };
 
-std::string replay_command(const CellPlan& plan, const CampaignOptions& options, std::uint64_t index) {
-  return fmt::format(
-      "detfuzz run --ops {} --targets {} --dtypes {} --devices {} --seed {} --cases {} --max-boxes {}",
-      plan.op->name(), plan.target, dtype_name(plan.dtype), device_name(plan.device), options.seed,
-      index + 1, options.max_boxes);
+nlohmann::json origin_json(const CampaignOptions& options, const CellPlan& plan,
+                           const CaseRequest& request, std::uint64_t index, const ShrinkResult& shrunk) {
+  return {{"seed", options.seed},
+          {"case_index", index},
+          {"case_seed", std::to_string(request.case_seed)},
+          {"generator_size", request.generator_size},
+          {"max_boxes", options.max_boxes},
+          {"shrink_path", {{"rapidcheck", shrunk.path.rapidcheck}, {"domain", shrunk.path.domain}}},
+          {"reproduce", reproduce_string(request, shrunk.path)},
+          {"replay", minimize_command(plan.op->name(), plan.target, plan.dtype, plan.device, options.seed,
+                                      index, options.max_boxes, shrunk.verdict)}};
 }
 
 nlohmann::json config_json(const CampaignOptions& options, const std::vector<CellPlan>& cells) {
@@ -68,7 +76,8 @@ nlohmann::json config_json(const CampaignOptions& options, const std::vector<Cel
                            {"seed", options.seed},
                            {"max_boxes", options.max_boxes},
                            {"fail_on_extra", fail_on},
-                           {"shrink_budget_s", options.shrink_budget_s}};
+                           {"minimize_budget_s", options.minimize_budget_s},
+                           {"corpus", options.corpus_dir}};
   config["cases_per_cell"] =
       options.cases_per_cell ? nlohmann::json(*options.cases_per_cell) : nlohmann::json(nullptr);
   config["budget_s"] = options.budget_s ? nlohmann::json(*options.budget_s) : nlohmann::json(nullptr);
@@ -204,13 +213,20 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
           continue;
         }
         const double found_after_s = cell->elapsed_s + seconds_since(slice_start);
-        double shrink_seconds = options.shrink_budget_s;
+        double shrink_seconds = options.minimize_budget_s;
         if (options.budget_s)
           shrink_seconds = std::min(shrink_seconds, std::max(0.5, *options.budget_s - seconds_since(start)));
         ShrinkLimits limits{Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                std::chrono::duration<double>(shrink_seconds)),
-                            options.shrink_max_evaluations};
+                            options.minimize_max_evaluations,
+                            [&](int steps, std::size_t size) {
+                              snapshot.current_cell = fmt::format("minimizing {} {}: step {}, {} boxes",
+                                                                  plan.label(), kind, steps, size);
+                              snapshot.elapsed_s = seconds_since(start);
+                              progress.tick(snapshot);
+                            }};
         ShrinkResult shrunk = plan.op->shrink(request, verdict, limits);
+        snapshot.current_cell = plan.label();
 
         reports::FindingRecord finding;
         finding.op = plan.op->name();
@@ -237,7 +253,19 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         finding.shrink_complete = shrunk.complete;
         finding.input = shrunk.input;
         finding.details = shrunk.verdict.details;
-        finding.replay = replay_command(plan, options, index);
+        finding.minimize_s = shrunk.seconds;
+        finding.replay = replay_command(plan.op->name(), plan.target, plan.dtype, plan.device,
+                                        options.seed, index, options.max_boxes);
+        if (!options.corpus_dir.empty()) {
+          FindingCase found{plan.op->name(), plan.target, plan.dtype, plan.device, shrunk.verdict,
+                            shrunk.input, origin_json(options, plan, request, index, shrunk),
+                            {{"original_size", outcome.size},
+                             {"size", shrunk.size},
+                             {"steps", shrunk.steps},
+                             {"complete", shrunk.complete},
+                             {"reproducible", shrunk.reproducible}}};
+          finding.case_file = corpus::store_case(case_file_for(found, options.environment), options.corpus_dir);
+        }
         cell->finding_by_signature[signature] = report.findings.size();
         report.findings.push_back(std::move(finding));
         ++cell->summary.findings;

@@ -25,8 +25,10 @@ struct CampaignOptions {
   std::uint64_t seed = 1;
   int max_boxes = 64;
   std::vector<FindingKind> fail_on;  // kinds that fail beyond the default ones
-  double shrink_budget_s = 10;       // per finding
-  int shrink_max_evaluations = 2000;
+  double minimize_budget_s = 10;     // per finding; the evaluation cap keeps results exact
+  int minimize_max_evaluations = 2000;
+  std::string corpus_dir;            // new minimized findings are stored here ("" = nowhere)
+  nlohmann::json environment = nlohmann::json::object();  // recorded in each case file
 };
 
 struct CellPlan {

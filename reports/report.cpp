@@ -1,12 +1,10 @@
 #include "reports/report.h"
 
+#include "corpus/atomic_file.h"
+
 #include <fmt/format.h>
 #include <fmt/ostream.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <ostream>
 #include <stdexcept>
@@ -68,7 +66,9 @@ nlohmann::json to_json(const Report& report) {
                         {"reproducible", f.reproducible},
                         {"input", f.input},
                         {"details", f.details},
-                        {"replay", f.replay}});
+                        {"replay", f.replay},
+                        {"case_file", f.case_file},
+                        {"minimize_s", f.minimize_s}});
   }
   return {{"schema_version", kSchemaVersion},
           {"environment", report.environment},
@@ -80,34 +80,10 @@ nlohmann::json to_json(const Report& report) {
           {"findings", findings}};
 }
 
-void write_file_atomically(const std::string& path, const std::string& contents) {
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
-  if (!file)
-    throw std::runtime_error("cannot write " + temporary + ": " + std::strerror(errno) +
-                             " (check that the directory is writable)");
-  bool ok = std::fwrite(contents.data(), 1, contents.size(), file) == contents.size();
-  ok = std::fflush(file) == 0 && ok;
-  ok = ::fsync(::fileno(file)) == 0 && ok;
-  ok = std::fclose(file) == 0 && ok;
-  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
-  }
-}
-
-std::string ensure_report_dir(const std::string& dir) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error)
-    throw std::runtime_error("cannot create report directory " + dir + ": " + error.message());
-  return dir;
-}
-
 std::string write_report(const Report& report, const std::string& dir) {
-  ensure_report_dir(dir);
+  corpus::ensure_directory(dir);
   const std::string path = (std::filesystem::path(dir) / "report.json").string();
-  write_file_atomically(path, to_json(report).dump(2) + "\n");
+  corpus::write_file_atomically(path, to_json(report).dump(2) + "\n");
   return path;
 }
 
@@ -131,6 +107,7 @@ void print_summary(const Report& report, std::ostream& out) {
     std::string input = f.input.dump();
     if (input.size() > 300) input = input.substr(0, 297) + "...";
     fmt::print(out, "      input: {}\n      replay: {}\n", input, f.replay);
+    if (!f.case_file.empty()) fmt::print(out, "      case file: {}\n", f.case_file);
   }
   fmt::print(out, "\n{} cases in {:.1f} s, {} finding(s){}{}\n", report.total_cases(),
              report.elapsed_s, report.findings.size(),

@@ -41,7 +41,9 @@ struct FindingRecord {
   bool reproducible = true;  // false: re-running the case did not fail again
   nlohmann::json input;    // the minimized case's exact inputs
   nlohmann::json details;  // evidence: elements, oracle vs kernel, tolerances, trace
-  std::string replay;      // a command line that finds it again
+  std::string replay;      // a command line that regenerates the case
+  std::string case_file;   // where its case file was stored ("" when no corpus)
+  double minimize_s = 0;   // time spent minimizing it
 };
 
 struct Report {
@@ -57,15 +59,9 @@ struct Report {
 };
 
 nlohmann::json to_json(const Report& report);
-// Creates `dir` (and its parents) if needed and returns it; std::runtime_error naming the
-// directory and the system's reason otherwise.
-std::string ensure_report_dir(const std::string& dir);
 // Writes `dir`/report.json through a temporary file and a rename, creating `dir`.
 // Returns the path written; std::runtime_error naming the path otherwise.
 std::string write_report(const Report& report, const std::string& dir);
 void print_summary(const Report& report, std::ostream& out);
-
-// Writes `contents` to `path` atomically: a reader sees the old file or the new one.
-void write_file_atomically(const std::string& path, const std::string& contents);
 
 }  // namespace detfuzz::reports

@@ -6,12 +6,17 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 
+#include "corpus/atomic_file.h"
 #include "fuzz/campaign.h"
 #include "fuzz/environment.h"
+#include "fuzz/replay.h"
+#include "corpus/case_file.h"
 #include "model/error.h"
 
 namespace detfuzz::cli {
@@ -29,8 +34,31 @@ struct RunSettings {
   int max_boxes = 64;
   std::string report_dir = "detfuzz-report";
   std::vector<std::string> fail_on;
-  std::string shrink_budget = "10s";
+  std::string minimize_budget = "10s";
+  std::string corpus_dir;  // default: <report>/corpus
   std::string progress = "auto";
+};
+
+// One cell and one case of a campaign, named the way `run` names them.
+struct CaseSelection {
+  std::string op, target, dtype = "fp32", device = "cpu";
+  std::optional<std::uint64_t> seed, case_index;
+  std::string reproduce;
+  int max_boxes = 64;
+  bool minimize = false;
+  std::string kind, property;  // which verdict --minimize keeps (default: the first failing one)
+  std::string corpus_dir;
+  std::string minimize_budget = "10s";
+};
+
+struct ReplaySettings {
+  std::vector<std::string> files;
+  CaseSelection selection;
+};
+
+struct EvalSettings {
+  std::string file;
+  std::string target;  // default: the file's
 };
 
 fuzz::CampaignOptions campaign_options(const RunSettings& settings) {
@@ -73,7 +101,8 @@ fuzz::CampaignOptions campaign_options(const RunSettings& settings) {
     }
     options.fail_on.push_back(*kind);
   }
-  options.shrink_budget_s = parse_duration(settings.shrink_budget, "--shrink-budget");
+  options.minimize_budget_s = parse_duration(settings.minimize_budget, "--minimize-budget");
+  options.corpus_dir = settings.corpus_dir.empty() ? settings.report_dir + "/corpus" : settings.corpus_dir;
   return options;
 }
 
@@ -88,7 +117,8 @@ fuzz::ProgressMode progress_mode(const std::string& name) {
 // A campaign may run for hours: find out before it starts that its report can be written.
 void check_report_dir(const std::string& dir) {
   try {
-    reports::write_file_atomically(reports::ensure_report_dir(dir) + "/.detfuzz-write-test", "");
+    corpus::ensure_directory(dir);
+    corpus::write_file_atomically(dir + "/.detfuzz-write-test", "");
     std::remove((dir + "/.detfuzz-write-test").c_str());
   } catch (const std::exception& e) {
     throw Error(ErrorKind::usage, std::string(e.what()) + "; pass a writable --report DIR");
@@ -101,8 +131,9 @@ int run_command(const RunSettings& settings, const kernels::KernelConfig& kernel
   auto progress = fuzz::make_progress(progress_mode(settings.progress));
   kernels::set_single_threaded();
   fuzz::Registry registry = fuzz::default_registry(kernel_config);
+  options.environment = fuzz::environment_json(kernel_config);
   reports::Report report = fuzz::run_campaign(registry, options, *progress);
-  report.environment = fuzz::environment_json(kernel_config);
+  report.environment = options.environment;
   // The summary first: if the report cannot be written after all, the findings are on screen.
   reports::print_summary(report, std::cout);
   std::string path;
@@ -174,6 +205,144 @@ int list_command(bool as_json, const kernels::KernelConfig& kernel_config) {
   return 0;
 }
 
+// `replay FILE...`: every file is replayed even when an earlier one is malformed; the
+// status says the worst that happened (2 input error, 1 expectation not met, 77 all
+// skipped: CTest's skip code, 0 otherwise).
+int replay_files(const std::vector<std::string>& files, const fuzz::Registry& registry) {
+  int matched = 0, mismatched = 0, skipped = 0, broken = 0;
+  for (const std::string& path : files) {
+    try {
+      corpus::CaseFile file = corpus::read_case_file(path);
+      switch (fuzz::replay_case(registry, file, path, std::cout)) {
+        case fuzz::ReplayStatus::matched: ++matched; break;
+        case fuzz::ReplayStatus::mismatched: ++mismatched; break;
+        case fuzz::ReplayStatus::skipped: ++skipped; break;
+      }
+    } catch (const Error& e) {
+      ++broken;
+      std::cout << "ERROR " << e.what() << "\n";
+    }
+  }
+  if (files.size() > 1)
+    fmt::print("{} matched, {} did not, {} skipped, {} unreadable\n", matched, mismatched, skipped, broken);
+  if (broken) return 2;
+  if (mismatched) return 1;
+  return matched == 0 && skipped > 0 ? 77 : 0;
+}
+
+// `replay --seed S ... --case-index K` or `--reproduce STRING`: regenerate a campaign's case
+// bit for bit, run it, and (with --minimize) minimize it and write its case file.
+int replay_generated(const CaseSelection& selection, const fuzz::Registry& registry,
+                     const kernels::KernelConfig& kernel_config) {
+  auto dtype = parse_dtype(selection.dtype);
+  if (!dtype || !is_floating(*dtype))
+    throw Error(ErrorKind::usage, "unknown dtype '" + selection.dtype + "' in --dtypes; use fp16, bf16, fp32 or fp64");
+  if (selection.device != "cpu" && selection.device != "cuda")
+    throw Error(ErrorKind::usage, "unknown device '" + selection.device + "' in --devices; use cpu or cuda");
+  const Device device = selection.device == "cuda" ? Device::cuda : Device::cpu;
+  const fuzz::OpHarness& op = fuzz::find_op_or_throw(registry, selection.op, "--ops");
+  const auto targets = op.target_names();
+  if (std::find(targets.begin(), targets.end(), selection.target) == targets.end())
+    throw Error(ErrorKind::usage, fmt::format("op {} has no target '{}' (targets: {})", selection.op,
+                                              selection.target, fmt::join(targets, ", ")));
+  fuzz::CaseRequest request{selection.target, *dtype, device, 0, 0, selection.max_boxes};
+  nlohmann::json input;
+  if (!selection.reproduce.empty()) {
+    fuzz::ShrinkPath path = fuzz::parse_reproduce_string(selection.reproduce, request);
+    input = op.follow_shrink_path(request, path);
+  } else {
+    if (!selection.seed || !selection.case_index)
+      throw Error(ErrorKind::usage, "replay needs case files, or --seed S with --case-index K, or --reproduce STRING");
+    request.case_seed = fuzz::case_seed(*selection.seed, selection.op, *dtype, *selection.case_index);
+    request.generator_size = fuzz::generator_size(*selection.case_index);
+    input = op.generated_input(request);
+  }
+  if (selection.minimize && selection.reproduce.empty()) {
+    fuzz::CaseOutcome outcome = op.run_case(request);
+    if (outcome.judgement.verdicts.empty()) {
+      std::cout << "the case raises no verdict: nothing to minimize\n";
+    } else {
+      const auto& verdicts = outcome.judgement.verdicts;
+      auto chosen = std::find_if(verdicts.begin(), verdicts.end(), [&](const compare::Verdict& v) {
+        if (!selection.kind.empty() || !selection.property.empty())
+          return (selection.kind.empty() || finding_kind_name(v.kind) == selection.kind) &&
+                 (selection.property.empty() || v.property == selection.property);
+        return fails_by_default(v.kind);
+      });
+      if (chosen == verdicts.end() && selection.kind.empty() && selection.property.empty()) chosen = verdicts.begin();
+      if (chosen == verdicts.end())
+        throw Error(ErrorKind::usage, "the case raises no verdict of kind '" + selection.kind + "' and property '" +
+                                          selection.property + "'");
+      const compare::Verdict& first = *chosen;
+      fuzz::ShrinkLimits limits{std::chrono::steady_clock::now() +
+                                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                        std::chrono::duration<double>(parse_duration(selection.minimize_budget, "--minimize-budget"))),
+                                2000, nullptr};
+      fuzz::ShrinkResult shrunk = op.shrink(request, first, limits);
+      input = shrunk.input;
+      fmt::print("minimized [{}] {} from {} to {} boxes in {} steps ({:.2f} s)\n", finding_kind_name(first.kind),
+                 first.property, outcome.size, shrunk.size, shrunk.steps, shrunk.seconds);
+      if (!selection.corpus_dir.empty()) {
+        nlohmann::json origin = {
+            {"seed", *selection.seed},
+            {"case_index", *selection.case_index},
+            {"case_seed", std::to_string(request.case_seed)},
+            {"generator_size", request.generator_size},
+            {"max_boxes", selection.max_boxes},
+            {"shrink_path", {{"rapidcheck", shrunk.path.rapidcheck}, {"domain", shrunk.path.domain}}},
+            {"reproduce", fuzz::reproduce_string(request, shrunk.path)},
+            {"replay", fuzz::minimize_command(selection.op, selection.target, *dtype, device, *selection.seed,
+                                              *selection.case_index, selection.max_boxes, first)}};
+        fuzz::FindingCase found{selection.op, selection.target, *dtype, device, shrunk.verdict, shrunk.input, origin,
+                                {{"original_size", outcome.size},
+                                 {"size", shrunk.size},
+                                 {"steps", shrunk.steps},
+                                 {"complete", shrunk.complete},
+                                 {"reproducible", shrunk.reproducible}}};
+        std::cout << "case file: "
+                  << corpus::store_case(fuzz::case_file_for(found, fuzz::environment_json(kernel_config)),
+                                        selection.corpus_dir)
+                  << "\n";
+      }
+    }
+  }
+  fuzz::Evaluation evaluation = op.evaluate(input, selection.target, *dtype, device);
+  fmt::print("{}/{}/{}/{} case: {}\n", selection.op, selection.target, selection.dtype, selection.device, input.dump());
+  bool failing = false;
+  for (const auto& verdict : evaluation.judgement.verdicts) {
+    failing = failing || fails_by_default(verdict.kind);
+    fmt::print("  [{}] {}: {}\n", finding_kind_name(verdict.kind), verdict.property, verdict.message);
+  }
+  if (evaluation.judgement.verdicts.empty()) std::cout << "  no verdict: the kernel agrees with the oracle\n";
+  std::cout << evaluation.side_by_side;
+  return failing ? 1 : 0;
+}
+
+int eval_command(const EvalSettings& settings, const fuzz::Registry& registry) {
+  corpus::CaseFile file = corpus::read_case_file(settings.file);
+  const std::string target = settings.target.empty() ? file.target : settings.target;
+  const fuzz::OpHarness& op = fuzz::find_op_or_throw(registry, file.op, settings.file);
+  const auto targets = op.target_names();
+  if (target != fuzz::kOracleTarget && std::find(targets.begin(), targets.end(), target) == targets.end())
+    throw Error(ErrorKind::usage, fmt::format("op {} has no target '{}'; use one of {} or oracle", file.op, target,
+                                              fmt::join(targets, ", ")));
+  const Device device = file.device == "cuda" ? Device::cuda : Device::cpu;
+  fuzz::Evaluation evaluation;
+  try {
+    evaluation = op.evaluate(file.input, target, *parse_dtype(file.dtype), device);
+  } catch (const Error& e) {
+    throw Error(ErrorKind::input, settings.file + ": input: " + e.what());
+  }
+  nlohmann::json verdicts = nlohmann::json::array();
+  for (const auto& v : evaluation.judgement.verdicts)
+    verdicts.push_back({{"kind", std::string(finding_kind_name(v.kind))}, {"property", v.property}, {"message", v.message}});
+  nlohmann::json result = {{"file", settings.file}, {"op", file.op}, {"target", target}, {"dtype", file.dtype},
+                           {"device", file.device}, {"output", evaluation.output}};
+  if (target != fuzz::kOracleTarget) result["verdicts"] = verdicts;
+  std::cout << result.dump(2) << "\n";
+  return 0;
+}
+
 }  // namespace
 
 double parse_duration(const std::string& text, const std::string& option) {
@@ -227,9 +396,37 @@ int main_with_args(int argc, char** argv) {
   run->add_option("--fail-on", settings.fail_on,
                   "also fail on these non-default kinds: precision, overflow (or all)")
       ->delimiter(',');
-  run->add_option("--shrink-budget", settings.shrink_budget, "time to minimize each new finding")
+  run->add_option("--minimize-budget", settings.minimize_budget, "time to minimize each new finding")
       ->capture_default_str();
+  run->add_option("--corpus", settings.corpus_dir,
+                  "directory for the case files of new findings (default: REPORT/corpus)");
   run->add_option("--progress", settings.progress, "auto, live, lines or none")->capture_default_str();
+
+  ReplaySettings replay_settings;
+  CaseSelection& selection = replay_settings.selection;
+  CLI::App* replay = app.add_subcommand(
+      "replay", "re-run case files against their `expect`, or regenerate a campaign's case from its seed");
+  replay->add_option("files", replay_settings.files, "case files (exit 0 when each matches its expect)")
+      ->check(CLI::ExistingFile);
+  replay->add_option("--seed", selection.seed, "the campaign's seed");
+  replay->add_option("--case-index", selection.case_index, "the case's index in its cell (0-based)");
+  replay->add_option("--reproduce", selection.reproduce,
+                     "a case file's origin.reproduce: rebuilds the minimized case without judging");
+  replay->add_option("--ops", selection.op, "the op of the case");
+  replay->add_option("--targets", selection.target, "the target to run it on");
+  replay->add_option("--dtypes", selection.dtype, "its dtype")->capture_default_str();
+  replay->add_option("--devices", selection.device, "its device")->capture_default_str();
+  replay->add_option("--max-boxes", selection.max_boxes, "the campaign's --max-boxes")->capture_default_str();
+  replay->add_flag("--minimize", selection.minimize, "minimize the regenerated case (deterministic)");
+  replay->add_option("--kind", selection.kind, "with --minimize: the finding kind to keep (default: the first failing)");
+  replay->add_option("--property", selection.property, "with --minimize: the property to keep");
+  replay->add_option("--corpus", selection.corpus_dir, "with --minimize: store the case file here");
+  replay->add_option("--minimize-budget", selection.minimize_budget, "time to minimize")->capture_default_str();
+
+  EvalSettings eval_settings;
+  CLI::App* eval = app.add_subcommand("eval", "evaluate a case file's input on a target (or the oracle), print JSON");
+  eval->add_option("file", eval_settings.file, "a case file")->required()->check(CLI::ExistingFile);
+  eval->add_option("--target", eval_settings.target, "a target of the case's op, or `oracle` (default: the file's)");
 
   try {
     app.parse(argc, argv);
@@ -242,7 +439,7 @@ int main_with_args(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::string message = e.what();
     if (app.get_subcommands().empty() && !app.remaining().empty() && app.remaining().front()[0] != '-')
-      message = "unknown command '" + app.remaining().front() + "'; the commands are list and run";
+      message = "unknown command '" + app.remaining().front() + "'; the commands are list, run, replay and eval";
     std::cerr << "detfuzz: error: " << message << "\nRun `detfuzz --help` or `detfuzz "
               << (app.get_subcommands().empty() ? "run" : app.get_subcommands().front()->get_name())
               << " --help` for the options.\n";
@@ -251,7 +448,16 @@ int main_with_args(int argc, char** argv) {
 
   try {
     if (list->parsed()) return list_command(list_json, kernel_config);
-    return run_command(settings, kernel_config);
+    if (run->parsed()) return run_command(settings, kernel_config);
+    kernels::set_single_threaded();
+    fuzz::Registry registry = fuzz::default_registry(kernel_config);
+    if (eval->parsed()) return eval_command(eval_settings, registry);
+    if (!replay_settings.files.empty()) {
+      if (selection.seed || selection.case_index || !selection.reproduce.empty())
+        throw Error(ErrorKind::usage, "replay takes case files or --seed/--reproduce, not both");
+      return replay_files(replay_settings.files, registry);
+    }
+    return replay_generated(selection, registry, kernel_config);
   } catch (const Error& e) {
     std::cerr << "detfuzz: error: " << e.what() << "\n";
     return (e.kind() == ErrorKind::usage || e.kind() == ErrorKind::input) ? 2 : 3;

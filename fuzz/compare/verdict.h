@@ -3,10 +3,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/finding_kind.h"
+#include "model/problems.h"
 
 namespace detfuzz::compare {
 
@@ -24,6 +26,8 @@ struct Judgement {
   // Largest |kernel - oracle| / tolerance(fp32-arithmetic tier) over compared elements;
   // negative when the op has no continuous output (NMS).
   double max_normalized_error = -1;
+  // The kernel's output on the case itself (not the property re-runs), when it produced one.
+  std::optional<HostTensor> output;
 
   bool consistent() const { return verdicts.empty(); }
 };

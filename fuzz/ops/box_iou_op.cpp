@@ -1,9 +1,12 @@
 // box_iou: bound-normalized comparison with the fp64 oracle, plus exact properties:
 // scaling all coordinates by 2^k changes no IoU bit, and box_iou(b, a) is the transpose of
 // box_iou(a, b) bit for bit (the union is a1 + a2 either way).
+#include <cmath>
+
 #include "corpus/case_json.h"
 #include "fuzz/compare/continuous.h"
 #include "fuzz/ops/invariance.h"
+#include "fuzz/ops/render.h"
 #include "fuzz/ops/typed_harness.h"
 #include "oracles/box_iou.h"
 
@@ -23,6 +26,11 @@ std::vector<compare::ExpectedValue> expected_values(const BoxIouProblem& problem
                         terms.range_ok(strict)});
   }
   return expected;
+}
+
+// What compare_continuous allows under the strict tier, for display.
+double strict_tolerance(const compare::ExpectedValue& e, DType dtype) {
+  return e.strict_bound + half_ulp(accumulate_type(dtype), e.value);
 }
 
 std::optional<compare::Verdict> rerun_identical(const BoxIouProblem& changed,
@@ -57,7 +65,7 @@ std::optional<compare::Verdict> rerun_identical(const BoxIouProblem& changed,
 compare::Judgement judge(const BoxIouProblem& problem, const BoxIouTarget& target, DType dtype,
                          Device device) {
   auto run = run_guarded(target, problem, dtype, device);
-  if (auto* verdict = std::get_if<compare::Verdict>(&run)) return {{*verdict}, -1};
+  if (auto* verdict = std::get_if<compare::Verdict>(&run)) return {{*verdict}, -1, std::nullopt};
   const HostTensor& iou = std::get<HostTensor>(run);
   // torchvision's contract: _upcast turns fp16/bf16 results into fp32.
   compare::OutputContract contract{"iou",
@@ -67,6 +75,7 @@ compare::Judgement judge(const BoxIouProblem& problem, const BoxIouTarget& targe
                                    device};
   compare::Judgement judgement =
       compare::compare_continuous(iou, expected_values(problem, dtype), contract, dtype);
+  judgement.output = iou;
   if (!judgement.consistent()) return judgement;
 
   std::vector<Box> all = problem.boxes1;
@@ -100,11 +109,31 @@ std::unique_ptr<OpHarness> make_box_iou_harness(std::vector<BoxIouTarget> target
   definition.to_json = [](const BoxIouProblem& p) { return corpus::to_json(p); };
   definition.from_json = corpus::box_iou_problem_from_json;
   definition.size = [](const BoxIouProblem& p) { return p.boxes1.size() + p.boxes2.size(); };
-  definition.reductions = [](const BoxIouProblem& p) {
+  definition.smaller = [](const BoxIouProblem& p, DType dtype) {
     std::vector<BoxIouProblem> smaller;
     for (auto range : removal_ranges(p.boxes1.size())) smaller.push_back({without(p.boxes1, range), p.boxes2});
     for (auto range : removal_ranges(p.boxes2.size())) smaller.push_back({p.boxes1, without(p.boxes2, range)});
+    for (auto& boxes : simpler_boxes(p.boxes1, dtype)) smaller.push_back({boxes, p.boxes2});
+    for (auto& boxes : simpler_boxes(p.boxes2, dtype)) smaller.push_back({p.boxes1, boxes});
     return smaller;
+  };
+  definition.oracle_json = [](const BoxIouProblem& p, DType dtype) {
+    nlohmann::json values = nlohmann::json::array(), tolerance = nlohmann::json::array();
+    for (const auto& e : expected_values(p, dtype)) {
+      values.push_back(corpus::json_double(e.value));
+      tolerance.push_back(corpus::json_double(strict_tolerance(e, dtype)));
+    }
+    return nlohmann::json{{"shape", {p.boxes1.size(), p.boxes2.size()}},
+                          {"iou", values},
+                          {"tolerance", tolerance}};
+  };
+  definition.side_by_side = [](const BoxIouProblem& p, const HostTensor& iou, DType dtype) {
+    std::vector<double> oracle, tolerance;
+    for (const auto& e : expected_values(p, dtype)) {
+      oracle.push_back(e.value);
+      tolerance.push_back(e.undefined ? INFINITY : strict_tolerance(e, dtype));
+    }
+    return element_table(iou.shape, iou.values, oracle, tolerance);
   };
   definition.probe = {{{0, 0, 2, 2}}, {{1, 1, 3, 3}}};
   return std::make_unique<TypedOpHarness<BoxIouProblem>>(std::move(definition));

@@ -6,7 +6,9 @@
 #include "corpus/case_json.h"
 #include "fuzz/compare/nms_replay.h"
 #include "fuzz/ops/invariance.h"
+#include "fuzz/ops/render.h"
 #include "fuzz/ops/typed_harness.h"
+#include "oracles/nms.h"
 
 namespace detfuzz::fuzz {
 namespace {
@@ -59,9 +61,10 @@ std::optional<compare::Verdict> permutation_invariance(const NmsProblem& problem
 compare::Judgement judge(const NmsProblem& problem, const NmsTarget& target, DType dtype,
                          Device device) {
   auto run = run_guarded(target, problem, dtype, device);
-  if (auto* verdict = std::get_if<compare::Verdict>(&run)) return {{*verdict}, -1};
+  if (auto* verdict = std::get_if<compare::Verdict>(&run)) return {{*verdict}, -1, std::nullopt};
   const HostTensor& keep = std::get<HostTensor>(run);
   compare::Judgement judgement = compare::judge_nms_output(problem, keep, dtype, device);
+  judgement.output = keep;
   if (!judgement.consistent()) return judgement;
   if (auto verdict = scale_invariance(problem, target, dtype, device, keep))
     judgement.verdicts.push_back(*verdict);
@@ -83,11 +86,31 @@ std::unique_ptr<OpHarness> make_nms_harness(std::vector<NmsTarget> targets) {
   definition.to_json = [](const NmsProblem& p) { return corpus::to_json(p); };
   definition.from_json = corpus::nms_problem_from_json;
   definition.size = [](const NmsProblem& p) { return p.boxes.size(); };
-  definition.reductions = [](const NmsProblem& p) {
+  definition.smaller = [](const NmsProblem& p, DType dtype) {
     std::vector<NmsProblem> smaller;
     for (auto range : removal_ranges(p.boxes.size()))
       smaller.push_back({without(p.boxes, range), without(p.scores, range), p.iou_threshold});
+    for (auto& boxes : simpler_boxes(p.boxes, dtype)) smaller.push_back({boxes, p.scores, p.iou_threshold});
+    for (std::size_t i = 0; i < p.scores.size(); ++i)
+      for (double score : simpler_values(p.scores[i], dtype)) {
+        NmsProblem plainer = p;
+        plainer.scores[i] = score;
+        smaller.push_back(std::move(plainer));
+      }
+    for (double threshold : simpler_values(p.iou_threshold, DType::fp64))
+      smaller.push_back({p.boxes, p.scores, threshold});
     return smaller;
+  };
+  definition.oracle_json = [](const NmsProblem& p, DType) {
+    const oracles::NmsReference reference = oracles::nms(p);
+    nlohmann::json suppressions = nlohmann::json::array();
+    for (const auto& s : reference.suppressions)
+      suppressions.push_back({{"kept", s.kept}, {"suppressed", s.suppressed}, {"iou", s.iou}});
+    return nlohmann::json{{"keep", reference.keep}, {"suppressions", suppressions}};
+  };
+  definition.side_by_side = [](const NmsProblem& p, const HostTensor& keep, DType) {
+    const auto reference = oracles::nms(p).keep;
+    return lists_side_by_side("keep", keep.values, std::vector<double>(reference.begin(), reference.end()));
   };
   definition.probe = {{{0, 0, 2, 2}, {1, 1, 3, 3}}, {0.75, 0.5}, 0.5};
   return std::make_unique<TypedOpHarness<NmsProblem>>(std::move(definition));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -36,6 +37,16 @@ struct CaseOutcome {
 struct ShrinkLimits {
   std::chrono::steady_clock::time_point deadline;
   int max_evaluations = 2000;
+  // Called after each accepted step with (steps so far, boxes in the case): progress.
+  std::function<void(int, std::size_t)> on_step;
+};
+
+// Which candidate each accepted step took: indices into RapidCheck's shrink sequence, then
+// into the op's list of smaller candidates. With the case seed and size this re-derives the
+// minimized case without judging anything (RapidCheck's (seed, size, shrink path)).
+struct ShrinkPath {
+  std::vector<int> rapidcheck;
+  std::vector<int> domain;
 };
 
 struct ShrinkResult {
@@ -47,7 +58,20 @@ struct ShrinkResult {
   // False when re-running the case did not fail again (a nondeterministic kernel): the
   // finding then keeps the observed verdict and the unshrunk input.
   bool reproducible = true;
+  ShrinkPath path;
+  double seconds = 0;
 };
+
+// One input evaluated on one target (or on the oracle): what a replay shows.
+struct Evaluation {
+  nlohmann::json output;         // the target's first output, or the oracle's answer
+  compare::Judgement judgement;  // empty for the oracle
+  std::string side_by_side;      // kernel vs oracle, differing elements marked
+  std::size_t size = 0;          // boxes in the input
+};
+
+// The pseudo-target that answers with the fp64 oracle (for `detfuzz eval --target oracle`).
+inline const std::string kOracleTarget = "oracle";
 
 class OpHarness {
  public:
@@ -66,9 +90,14 @@ class OpHarness {
   // of `observed` (the verdict the campaign saw).
   virtual ShrinkResult shrink(const CaseRequest& request, const compare::Verdict& observed,
                               const ShrinkLimits& limits) const = 0;
-  // Judges a given input (a case file's) instead of a generated one.
-  virtual CaseOutcome judge_input(const nlohmann::json& input, const std::string& target,
-                                  DType dtype, Device device) const = 0;
+  // Evaluates a given input (a case file's) on `target` or on kOracleTarget.
+  virtual Evaluation evaluate(const nlohmann::json& input, const std::string& target, DType dtype,
+                              Device device) const = 0;
+  // The generated case of `request`, as JSON.
+  virtual nlohmann::json generated_input(const CaseRequest& request) const = 0;
+  // The case of `request` after following `path`, as JSON; Error{input} when the path does
+  // not fit the case (another detfuzz version generated it).
+  virtual nlohmann::json follow_shrink_path(const CaseRequest& request, const ShrinkPath& path) const = 0;
 };
 
 struct Registry {

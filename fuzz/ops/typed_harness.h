@@ -1,7 +1,8 @@
 // Internal to fuzz/ops: the OpHarness every op family instantiates with its own problem
 // type. Generation and shrinking are RapidCheck's: a case is gen(rc::Random(seed), size),
 // and shrinking walks its integrated shrink tree, accepting a smaller case only when it
-// fails with the same signature (kind and property).
+// fails with the same signature (kind and property); then the op's own smaller candidates
+// (boxes deleted, values made plainer) are tried the same way.
 #pragma once
 
 #include <rapidcheck.h>
@@ -10,6 +11,7 @@
 #include <variant>
 
 #include "fuzz/gen/boxes.h"
+#include "fuzz/ops/minimize.h"
 #include "fuzz/ops/op_harness.h"
 #include "model/error.h"
 
@@ -21,33 +23,21 @@ struct OpDefinition {
   std::string description;
   std::vector<kernels::Target<Problem>> targets;
   std::function<rc::Gen<Problem>(const gen::BoxGenOptions&)> generator;
-  // Runs the target (more than once for the oracle-free properties) and judges it.
+  // Runs the target (more than once for the oracle-free properties) and judges it; sets
+  // Judgement::output to the main run's output.
   std::function<compare::Judgement(const Problem&, const kernels::Target<Problem>&, DType, Device)>
       judge;
   std::function<nlohmann::json(const Problem&)> to_json;
   std::function<Problem(const nlohmann::json&)> from_json;
   std::function<std::size_t(const Problem&)> size;
-  // Smaller variants of a problem (boxes removed), largest cuts first: the domain pass that
-  // follows RapidCheck's shrinking, whose fixed-count containers cannot drop one element.
-  std::function<std::vector<Problem>(const Problem&)> reductions;
+  // Smaller variants of a problem in order of preference: deletions first (largest cuts),
+  // then plainer values. Every candidate must be strictly smaller or simpler.
+  std::function<std::vector<Problem>(const Problem&, DType)> smaller;
+  // The oracle's answer as JSON, and the kernel's output beside it for people.
+  std::function<nlohmann::json(const Problem&, DType)> oracle_json;
+  std::function<std::string(const Problem&, const HostTensor&, DType)> side_by_side;
   Problem probe;  // a tiny valid input: a kernel that rejects it lacks the dtype/device
 };
-
-// Half-open ranges to delete from a sequence of `n`, ddmin order: halves, quarters, ...,
-// single elements.
-inline std::vector<std::pair<std::size_t, std::size_t>> removal_ranges(std::size_t n) {
-  std::vector<std::pair<std::size_t, std::size_t>> ranges;
-  for (std::size_t chunk = n / 2 > 0 ? n / 2 : n; chunk > 0; chunk /= 2)
-    for (std::size_t begin = 0; begin < n; begin += chunk) ranges.emplace_back(begin, std::min(n, begin + chunk));
-  return ranges;
-}
-
-template <class T>
-std::vector<T> without(const std::vector<T>& items, std::pair<std::size_t, std::size_t> range) {
-  std::vector<T> kept(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(range.first));
-  kept.insert(kept.end(), items.begin() + static_cast<std::ptrdiff_t>(range.second), items.end());
-  return kept;
-}
 
 // Runs a target and returns its first output; anything it throws becomes a verdict of kind
 // `exception`, and no output at all a `shape` verdict.
@@ -68,6 +58,8 @@ std::variant<HostTensor, compare::Verdict> run_guarded(const kernels::Target<Pro
                             {{"exception", message}}};
   }
 }
+
+nlohmann::json host_tensor_json(const HostTensor& tensor);
 
 template <class Problem>
 class TypedOpHarness final : public OpHarness {
@@ -113,6 +105,7 @@ class TypedOpHarness final : public OpHarness {
 
   ShrinkResult shrink(const CaseRequest& request, const compare::Verdict& observed,
                       const ShrinkLimits& limits) const override {
+    const auto start = std::chrono::steady_clock::now();
     const auto& target = find_target(request.target);
     auto still_fails = [&](const Problem& problem) -> std::optional<compare::Verdict> {
       compare::Judgement judgement = def_.judge(problem, target, request.dtype, request.device);
@@ -123,13 +116,17 @@ class TypedOpHarness final : public OpHarness {
     rc::Shrinkable<Problem> current = generate(request);
     Problem best = current.value();
     ShrinkResult result;
+    auto finish = [&] {
+      result.input = def_.to_json(best);
+      result.size = def_.size(best);
+      result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return result;
+    };
     auto first = still_fails(best);
     if (!first) {
       result.verdict = observed;
-      result.input = def_.to_json(best);
-      result.size = def_.size(best);
       result.reproducible = false;
-      return result;
+      return finish();
     }
     result.verdict = *first;
     int evaluations = 0;
@@ -139,47 +136,85 @@ class TypedOpHarness final : public OpHarness {
                 std::chrono::steady_clock::now() > limits.deadline;
       return limited;
     };
+    auto accepted = [&](std::vector<int>& path, int index, compare::Verdict verdict) {
+      path.push_back(index);
+      result.verdict = std::move(verdict);
+      ++result.steps;
+      if (limits.on_step) limits.on_step(result.steps, def_.size(best));
+    };
     // 1. RapidCheck's integrated shrinking: smaller counts, integers, plainer values.
     for (bool improved = true; improved && !limited;) {
       improved = false;
       auto shrinks = current.shrinks();
-      while (auto candidate = shrinks.next()) {
+      int index = 0;
+      for (auto candidate = shrinks.next(); candidate; candidate = shrinks.next(), ++index) {
         if (out_of_budget()) break;
         Problem smaller = candidate->value();
         if (auto verdict = still_fails(smaller)) {
           current = *candidate;
           best = std::move(smaller);
-          result.verdict = std::move(*verdict);
-          ++result.steps;
+          accepted(result.path.rapidcheck, index, std::move(*verdict));
           improved = true;
           break;
         }
       }
     }
-    // 2. Delete boxes while the failure stays (ddmin over the problem's box lists).
+    // 2. The op's own moves: delete boxes (ddmin), then make values plainer.
     for (bool improved = true; improved && !limited;) {
       improved = false;
-      for (Problem& smaller : def_.reductions(best)) {
+      std::vector<Problem> candidates = def_.smaller(best, request.dtype);
+      for (std::size_t index = 0; index < candidates.size(); ++index) {
         if (out_of_budget()) break;
-        if (auto verdict = still_fails(smaller)) {
-          best = std::move(smaller);
-          result.verdict = std::move(*verdict);
-          ++result.steps;
+        if (auto verdict = still_fails(candidates[index])) {
+          best = std::move(candidates[index]);
+          accepted(result.path.domain, static_cast<int>(index), std::move(*verdict));
           improved = true;
           break;
         }
       }
     }
-    result.input = def_.to_json(best);
-    result.size = def_.size(best);
     result.complete = !limited;
-    return result;
+    return finish();
   }
 
-  CaseOutcome judge_input(const nlohmann::json& input, const std::string& target, DType dtype,
-                          Device device) const override {
+  Evaluation evaluate(const nlohmann::json& input, const std::string& target, DType dtype,
+                      Device device) const override {
     Problem problem = def_.from_json(input);
-    return {def_.judge(problem, find_target(target), dtype, device), def_.size(problem)};
+    Evaluation evaluation;
+    evaluation.size = def_.size(problem);
+    if (target == kOracleTarget) {
+      evaluation.output = def_.oracle_json(problem, dtype);
+      return evaluation;
+    }
+    evaluation.judgement = def_.judge(problem, find_target(target), dtype, device);
+    if (evaluation.judgement.output) {
+      evaluation.output = host_tensor_json(*evaluation.judgement.output);
+      evaluation.side_by_side = def_.side_by_side(problem, *evaluation.judgement.output, dtype);
+    }
+    return evaluation;
+  }
+
+  nlohmann::json generated_input(const CaseRequest& request) const override {
+    return def_.to_json(generate(request).value());
+  }
+
+  nlohmann::json follow_shrink_path(const CaseRequest& request, const ShrinkPath& path) const override {
+    rc::Shrinkable<Problem> current = generate(request);
+    for (int index : path.rapidcheck) {
+      auto shrinks = current.shrinks();
+      auto candidate = shrinks.next();
+      for (int i = 0; i < index && candidate; ++i) candidate = shrinks.next();
+      if (!candidate) throw Error(ErrorKind::input, "the shrink path does not fit this case");
+      current = *candidate;
+    }
+    Problem best = current.value();
+    for (int index : path.domain) {
+      std::vector<Problem> candidates = def_.smaller(best, request.dtype);
+      if (index < 0 || static_cast<std::size_t>(index) >= candidates.size())
+        throw Error(ErrorKind::input, "the shrink path does not fit this case");
+      best = std::move(candidates[static_cast<std::size_t>(index)]);
+    }
+    return def_.to_json(best);
   }
 
  private:

@@ -47,7 +47,7 @@ CampaignOptions options(std::vector<DType> dtypes, std::uint64_t cases) {
   CampaignOptions o;
   o.dtypes = std::move(dtypes);
   o.cases_per_cell = cases;
-  o.shrink_budget_s = 20;
+  o.minimize_budget_s = 20;
   return o;
 }
 

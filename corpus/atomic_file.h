@@ -1,0 +1,15 @@
+// The one way detfuzz writes files: to a temporary name beside the target, flushed and
+// fsync'ed, then renamed, so a reader (or a crash) sees the old file or the new one.
+#pragma once
+
+#include <string>
+
+namespace detfuzz::corpus {
+
+// std::runtime_error naming the path and the system's reason on failure.
+void write_file_atomically(const std::string& path, const std::string& contents);
+
+// Creates `dir` and its parents if needed; std::runtime_error naming it otherwise.
+void ensure_directory(const std::string& dir);
+
+}  // namespace detfuzz::corpus
