@@ -59,9 +59,9 @@ std::string file_name(const CaseFile& file);
 // the length of the input's text.
 std::pair<std::size_t, std::size_t> case_size(const CaseFile& file);
 
-// Stores a `fail` case in `dir` (created if needed) under its content-addressed name.
-// A case with the same signature that is no larger is kept and the new one dropped; a
-// larger one is replaced. Returns the path of the file that now holds the signature.
+// Stores a case in `dir` (created if needed) under its content-addressed name. For a `fail`
+// case, a stored case with the same signature that is no larger is kept and the new one
+// dropped; a larger one is replaced. Returns the path of the file that holds the case.
 std::string store_case(const CaseFile& file, const std::string& dir);
 
 // Every *.json below `dir`, sorted, so replays and tests have a stable order.

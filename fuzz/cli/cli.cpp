@@ -318,6 +318,16 @@ int replay_generated(const CaseSelection& selection, const fuzz::Registry& regis
   return failing ? 1 : 0;
 }
 
+// `corpus-add FILE...`: validate hand-written (or edited) case files and store them under
+// their canonical, content-addressed names.
+int corpus_add_command(const std::vector<std::string>& files, const std::string& dir) {
+  for (const std::string& path : files) {
+    corpus::CaseFile file = corpus::read_case_file(path);
+    std::cout << path << " -> " << corpus::store_case(file, dir) << "\n";
+  }
+  return 0;
+}
+
 int eval_command(const EvalSettings& settings, const fuzz::Registry& registry) {
   corpus::CaseFile file = corpus::read_case_file(settings.file);
   const std::string target = settings.target.empty() ? file.target : settings.target;
@@ -428,6 +438,13 @@ int main_with_args(int argc, char** argv) {
   eval->add_option("file", eval_settings.file, "a case file")->required()->check(CLI::ExistingFile);
   eval->add_option("--target", eval_settings.target, "a target of the case's op, or `oracle` (default: the file's)");
 
+  std::vector<std::string> add_files;
+  std::string add_dir = "corpus/cases";
+  CLI::App* corpus_add = app.add_subcommand(
+      "corpus-add", "validate case files and store them under canonical, content-addressed names");
+  corpus_add->add_option("files", add_files, "case files")->required()->check(CLI::ExistingFile);
+  corpus_add->add_option("--corpus", add_dir, "the corpus directory")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -439,7 +456,7 @@ int main_with_args(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::string message = e.what();
     if (app.get_subcommands().empty() && !app.remaining().empty() && app.remaining().front()[0] != '-')
-      message = "unknown command '" + app.remaining().front() + "'; the commands are list, run, replay and eval";
+      message = "unknown command '" + app.remaining().front() + "'; the commands are list, run, replay, eval and corpus-add";
     std::cerr << "detfuzz: error: " << message << "\nRun `detfuzz --help` or `detfuzz "
               << (app.get_subcommands().empty() ? "run" : app.get_subcommands().front()->get_name())
               << " --help` for the options.\n";
@@ -449,6 +466,7 @@ int main_with_args(int argc, char** argv) {
   try {
     if (list->parsed()) return list_command(list_json, kernel_config);
     if (run->parsed()) return run_command(settings, kernel_config);
+    if (corpus_add->parsed()) return corpus_add_command(add_files, add_dir);
     kernels::set_single_threaded();
     fuzz::Registry registry = fuzz::default_registry(kernel_config);
     if (eval->parsed()) return eval_command(eval_settings, registry);

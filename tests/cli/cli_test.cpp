@@ -98,7 +98,10 @@ TEST_F(Cli, SameSeedReproducesTheFindingsExactly) {
     Result r = detfuzz("run --ops box_iou --dtypes fp16,bf16 --cases 150 --progress none --seed " + seed + " --report " + dir());
     EXPECT_LE(r.status, 1) << r.output;
     nlohmann::json json = report()["findings"];
-    for (auto& f : json) f.erase("found_after_s");
+    for (auto& f : json) {
+      f.erase("found_after_s");  // timings are the only things allowed to differ
+      f.erase("minimize_s");
+    }
     return json;
   };
   nlohmann::json first = findings("3");
@@ -164,6 +167,134 @@ TEST_F(Cli, MissingTorchvisionLibraryMakesItsTargetUnavailableNotACrash) {
   Result from_env = detfuzz("list");
   unsetenv("DETFUZZ_TORCHVISION_LIB");
   EXPECT_NE(from_env.output.find("/also/missing.so"), std::string::npos) << from_env.output;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(file), {});
+}
+
+std::vector<fs::path> case_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  if (fs::exists(dir))
+    for (const auto& entry : fs::directory_iterator(dir))
+      if (entry.path().extension() == ".json") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST_F(Cli, RunWritesOneCaseFilePerFindingAndNamesItInTheReport) {
+  Result r = detfuzz("run --ops box_iou --dtypes fp16 --cases 500 --progress none --report " + dir());
+  ASSERT_EQ(r.status, 1) << r.output;
+  nlohmann::json json = report();
+  ASSERT_FALSE(json["findings"].empty());
+  for (const auto& finding : json["findings"]) {
+    const std::string path = finding["case_file"];
+    ASSERT_TRUE(fs::exists(path)) << path;
+    EXPECT_EQ(fs::path(path).parent_path(), dir_ / "corpus");
+    nlohmann::json file = nlohmann::json::parse(read_file(path));
+    EXPECT_EQ(file["expect"]["kind"], finding["kind"]);
+    EXPECT_EQ(file["input"], finding["input"]);
+    EXPECT_NE(file["origin"]["replay"].get<std::string>().find("--minimize"), std::string::npos);
+  }
+  EXPECT_EQ(case_files(dir_ / "corpus").size(), json["findings"].size());
+  // Replaying the fresh corpus matches every expectation.
+  Result replay = detfuzz("replay " + (dir_ / "corpus").string() + "/*.json");
+  EXPECT_EQ(replay.status, 0) << replay.output;
+  EXPECT_NE(replay.output.find("<<"), std::string::npos) << "differing elements are marked";
+}
+
+TEST_F(Cli, SameSeedGivesByteIdenticalCaseFilesAndReplayRebuildsThem) {
+  const std::string run = "run --ops box_iou --dtypes fp16 --cases 500 --progress none";
+  ASSERT_EQ(detfuzz(run + " --report " + dir() + "/a").status, 1);
+  ASSERT_EQ(detfuzz(run + " --report " + dir() + "/b").status, 1);
+  auto first = case_files(dir_ / "a/corpus"), second = case_files(dir_ / "b/corpus");
+  ASSERT_EQ(first.size(), second.size());
+  ASSERT_FALSE(first.empty());
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    EXPECT_EQ(first[i].filename(), second[i].filename());
+    EXPECT_EQ(read_file(first[i]), read_file(second[i])) << first[i];
+  }
+  // The command a case file records regenerates and re-minimizes it to the same bytes.
+  nlohmann::json file = nlohmann::json::parse(read_file(first[0]));
+  std::string command = file["origin"]["replay"];
+  command = command.substr(std::string("detfuzz ").size());
+  command.replace(command.find("--corpus DIR"), 12, "--corpus " + dir() + "/c");
+  Result replayed = detfuzz(command);
+  EXPECT_LE(replayed.status, 1) << replayed.output;
+  auto rebuilt = case_files(dir_ / "c");
+  ASSERT_EQ(rebuilt.size(), 1u) << replayed.output;
+  EXPECT_EQ(rebuilt[0].filename(), first[0].filename());
+  EXPECT_EQ(read_file(rebuilt[0]), read_file(first[0]));
+  // So does its reproduce string, without judging.
+  Result reproduced = detfuzz("replay --ops box_iou --targets aten --dtypes fp16 --reproduce " +
+                              file["origin"]["reproduce"].get<std::string>());
+  EXPECT_NE(reproduced.output.find(file["input"].dump()), std::string::npos) << reproduced.output;
+}
+
+TEST_F(Cli, ReplayReportsEachFileAndTheWorstOutcome) {
+  fs::create_directories(dir_);
+  nlohmann::json pass = {{"format", "detfuzz-case"}, {"format_version", 1}, {"op", "nms"},
+                         {"target", "torchvision"}, {"dtype", "fp32"}, {"device", "cpu"},
+                         {"input", {{"boxes", {{0, 0, 3, 1}, {1, 0, 4, 1}}}, {"scores", {0.9, 0.8}}, {"iou_threshold", 0.5}}},
+                         {"expect", {{"result", "pass"}}}};
+  nlohmann::json wrong = pass;
+  wrong["expect"] = {{"result", "fail"}, {"kind", "mismatch"}, {"property", "oracle"}};
+  nlohmann::json elsewhere = pass;
+  elsewhere["device"] = "cuda";
+  std::ofstream(dir_ / "pass.json") << pass.dump();
+  std::ofstream(dir_ / "wrong.json") << wrong.dump();
+  std::ofstream(dir_ / "cuda.json") << elsewhere.dump();
+  std::ofstream(dir_ / "broken.json") << pass.dump().substr(0, 40);
+
+  EXPECT_EQ(detfuzz("replay " + dir() + "/pass.json").status, 0);
+  Result mismatch = detfuzz("replay " + dir() + "/wrong.json");
+  EXPECT_EQ(mismatch.status, 1) << mismatch.output;
+  EXPECT_NE(mismatch.output.find("FAIL"), std::string::npos);
+  EXPECT_EQ(detfuzz("replay " + dir() + "/cuda.json").status, 77);
+  Result all = detfuzz("replay " + dir() + "/broken.json " + dir() + "/pass.json " + dir() + "/wrong.json");
+  EXPECT_EQ(all.status, 2) << all.output;
+  EXPECT_NE(all.output.find("broken.json: not valid JSON"), std::string::npos) << all.output;
+  EXPECT_NE(all.output.find("PASS " + dir() + "/pass.json"), std::string::npos) << "later files still run";
+  EXPECT_NE(all.output.find("1 matched, 1 did not, 0 skipped, 1 unreadable"), std::string::npos) << all.output;
+}
+
+TEST_F(Cli, EvalPrintsTheKernelOrTheOracleAsJson) {
+  fs::create_directories(dir_);
+  nlohmann::json file = {{"format", "detfuzz-case"}, {"format_version", 1}, {"op", "box_iou"},
+                         {"target", "aten"}, {"dtype", "fp16"}, {"device", "cpu"},
+                         {"input", {{"boxes1", {{0, 0, 2, 2}}}, {"boxes2", {{1, 1, 3, 3}}}}},
+                         {"expect", {{"result", "pass"}}}};
+  std::ofstream(dir_ / "iou.json") << file.dump();
+  Result oracle = detfuzz("eval " + dir() + "/iou.json --target oracle");
+  ASSERT_EQ(oracle.status, 0) << oracle.output;
+  nlohmann::json answer = nlohmann::json::parse(oracle.output);
+  EXPECT_DOUBLE_EQ(answer["output"]["iou"][0].get<double>(), 1.0 / 7);
+  Result kernel = detfuzz("eval " + dir() + "/iou.json");
+  ASSERT_EQ(kernel.status, 0) << kernel.output;
+  nlohmann::json output = nlohmann::json::parse(kernel.output);
+  EXPECT_EQ(output["output"]["dtype"], "fp32");
+  EXPECT_EQ(output["verdicts"].size(), 0u);
+  EXPECT_EQ(detfuzz("eval " + dir() + "/iou.json --target cudnn").status, 2);
+}
+
+TEST_F(Cli, CorpusAddCanonicalizesValidCasesAndRejectsBrokenOnes) {
+  fs::create_directories(dir_);
+  nlohmann::json file = {{"format", "detfuzz-case"}, {"format_version", 1}, {"op", "nms"},
+                         {"target", "torchvision"}, {"dtype", "fp32"}, {"device", "cpu"},
+                         {"input", {{"boxes", nlohmann::json::array()}, {"scores", nlohmann::json::array()}, {"iou_threshold", 0.5}}},
+                         {"expect", {{"result", "pass"}}}};
+  std::ofstream(dir_ / "hand.json") << file.dump();
+  Result added = detfuzz("corpus-add " + dir() + "/hand.json --corpus " + dir() + "/corpus");
+  ASSERT_EQ(added.status, 0) << added.output;
+  auto stored = case_files(dir_ / "corpus");
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].filename().string().rfind("nms-fp32-pass-", 0), 0u);
+  file["input"].erase("scores");
+  std::ofstream(dir_ / "bad.json") << file.dump();
+  Result rejected = detfuzz("replay " + dir() + "/bad.json");
+  EXPECT_EQ(rejected.status, 2);
+  EXPECT_NE(rejected.output.find("scores"), std::string::npos) << rejected.output;
 }
 
 TEST(Duration, ParsesUnitsAndRejectsTheRest) {

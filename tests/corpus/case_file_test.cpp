@@ -1,0 +1,154 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "corpus/case_file.h"
+#include "corpus/case_json.h"
+#include "model/dtype.h"
+#include "model/error.h"
+
+namespace detfuzz::corpus {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::uint64_t bits(double value) {
+  std::uint64_t b;
+  std::memcpy(&b, &value, sizeof b);
+  return b;
+}
+
+CaseFile sample(std::vector<Box> boxes = {{0, 0, 3, 1}, {1, 0, 4, 1}}) {
+  CaseFile file;
+  file.op = "nms";
+  file.target = "torchvision";
+  file.dtype = "fp32";
+  file.device = "cpu";
+  std::vector<double> scores(boxes.size(), 0.5);
+  file.input = to_json(NmsProblem{boxes, scores, 0.5});
+  file.expect.fail = true;
+  file.expect.kind = FindingKind::mismatch;
+  file.expect.property = "oracle";
+  file.minimization = {{"size", boxes.size()}};
+  return file;
+}
+
+class CorpusDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("detfuzz-corpus-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  fs::path dir_;
+};
+
+TEST(CaseFile, ValuesRoundTripBitForBitIncludingLowPrecisionAndSpecials) {
+  const double fp16_value = round_to(DType::fp16, 0.1);
+  const double bf16_value = round_to(DType::bf16, 1.0 / 3);
+  const double tiny = std::ldexp(1.0, -24);  // fp16's smallest subnormal
+  CaseFile file = sample({{fp16_value, bf16_value, 65504, 1e30}, {-0.0, tiny, INFINITY, NAN}});
+  CaseFile back = case_from_json(nlohmann::json::parse(canonical_text(file)), "test");
+  NmsProblem original = nms_problem_from_json(file.input);
+  NmsProblem reread = nms_problem_from_json(back.input);
+  for (std::size_t i = 0; i < original.boxes.size(); ++i)
+    for (double Box::*f : {&Box::x1, &Box::y1, &Box::x2, &Box::y2})
+      EXPECT_EQ(bits(original.boxes[i].*f), bits(reread.boxes[i].*f)) << i;
+  EXPECT_EQ(back.signature(), file.signature());
+  EXPECT_EQ(canonical_text(back), canonical_text(file));
+}
+
+TEST(CaseFile, CanonicalTextKeepsBoxesOnOneLine) {
+  const std::string text = canonical_text(sample());
+  EXPECT_NE(text.find("[0.0, 0.0, 3.0, 1.0]"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"format\": \"detfuzz-case\""), std::string::npos);
+}
+
+TEST(CaseFile, NameIsAHashOfTheCaseNotOfItsProvenance) {
+  CaseFile a = sample(), b = sample();
+  b.origin = {{"seed", 99}};
+  b.environment = {{"torch", "2.1"}};
+  b.description = "other words";
+  b.expect.reference = "a link";
+  EXPECT_EQ(file_name(a), file_name(b));
+  EXPECT_EQ(file_name(a).rfind("nms-fp32-mismatch-", 0), 0u) << file_name(a);
+  CaseFile c = sample({{0, 0, 3, 1}});
+  EXPECT_NE(file_name(a), file_name(c));
+  CaseFile d = sample();
+  d.expect.kind = FindingKind::order;
+  EXPECT_NE(file_name(a), file_name(d));
+}
+
+TEST_F(CorpusDir, MalformedFilesNameTheFileAndTheProblem) {
+  const std::string good = canonical_text(sample());
+  struct Broken {
+    std::string text, expected;
+  };
+  auto patched_text = [&](const nlohmann::json& patch) {
+    nlohmann::json json = nlohmann::json::parse(good);
+    json.merge_patch(patch);
+    return json.dump();
+  };
+  std::vector<Broken> broken = {
+      {good.substr(0, good.size() / 2), "not valid JSON"},
+      {"", "is empty"},
+      {"[1, 2]", "expected a JSON object"},
+      {patched_text({{"format", "other"}}), "format"},
+      {patched_text({{"format_version", 2}}), "version 2"},
+      {patched_text({{"dtype", "fp8"}}), "dtype"},
+      {patched_text({{"device", "tpu"}}), "device"},
+      {patched_text({{"input", nullptr}}), "input"},
+      {patched_text({{"expect", {{"result", "maybe"}}}}), "expect.result"},
+      {patched_text({{"expect", {{"result", "fail"}, {"kind", "oops"}, {"property", "oracle"}}}}), "unknown finding kind"},
+      {patched_text({{"expect", nullptr}}), "expect"},
+  };
+  for (std::size_t i = 0; i < broken.size(); ++i) {
+    const std::string path = write("broken" + std::to_string(i) + ".json", broken[i].text);
+    try {
+      read_case_file(path);
+      ADD_FAILURE() << "accepted: " << broken[i].text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::input);
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(broken[i].expected), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(read_case_file((dir_ / "missing.json").string()), Error);
+}
+
+TEST_F(CorpusDir, StoreKeepsOneCasePerFailureAndTheSmallerWins) {
+  const CaseFile big = sample({{0, 0, 3, 1}, {1, 0, 4, 1}, {9, 9, 10, 10}});
+  const CaseFile small = sample();
+  std::string first = store_case(big, dir_.string());
+  std::string second = store_case(small, dir_.string());
+  EXPECT_NE(first, second);
+  EXPECT_EQ(list_case_files(dir_.string()), std::vector<std::string>{second});
+  EXPECT_EQ(store_case(big, dir_.string()), second);  // the smaller one stays
+  EXPECT_EQ(store_case(small, dir_.string()), second);  // the same case: stored once
+  CaseFile other = sample();
+  other.expect.kind = FindingKind::order;
+  store_case(other, dir_.string());
+  EXPECT_EQ(list_case_files(dir_.string()).size(), 2u);
+  // Pass cases guard different bugs: they are never merged.
+  CaseFile pass_a = sample(), pass_b = sample({{0, 0, 1, 1}});
+  pass_a.expect = {};
+  pass_b.expect = {};
+  store_case(pass_a, dir_.string());
+  store_case(pass_b, dir_.string());
+  EXPECT_EQ(list_case_files(dir_.string()).size(), 4u);
+  for (const auto& path : list_case_files(dir_.string())) EXPECT_NO_THROW(read_case_file(path));
+}
+
+}  // namespace
+}  // namespace detfuzz::corpus
