@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "fuzz/campaign.h"
 #include "model/error.h"
@@ -103,6 +104,21 @@ TEST(Campaign, CatchesFp16AreaOverflowInNms) {
   ASSERT_NE(finding, nullptr) << kinds(report);
   EXPECT_LE(finding->size, 3u) << finding->input.dump();
   EXPECT_NE(find(report, "precision", "fp16"), nullptr) << kinds(report);
+}
+
+TEST(Campaign, CountDependentBugsMinimizeToJustAboveTheThresholdWithPlainBoxes) {
+  testing::NmsVariant variant;
+  variant.wrong_above_count = 40;
+  Registry registry = nms_registry({testing::planted_nms("split_path", variant)});
+  CampaignOptions o = options({DType::fp32}, 300);
+  o.max_boxes = 64;
+  reports::Report report = run(registry, o);
+  const auto* finding = find(report, "mismatch");
+  ASSERT_NE(finding, nullptr) << kinds(report);
+  EXPECT_GT(finding->original_size, 41u);
+  EXPECT_EQ(finding->size, 41u) << finding->input.dump();
+  for (const auto& box : finding->input["boxes"])
+    for (const auto& coordinate : box) EXPECT_EQ(std::floor(coordinate.get<double>()), coordinate.get<double>());
 }
 
 TEST(Campaign, ReportsADtypeContractBreachOnTheFirstCase) {

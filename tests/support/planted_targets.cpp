@@ -81,6 +81,7 @@ kernels::Target<NmsProblem> planted_nms(const std::string& name, NmsVariant vari
       }
     }
     if (variant.corrupt_every_third_call && ++*calls % 3 == 0) keep.push_back(static_cast<double>(n));
+    if (variant.wrong_above_count && n > variant.wrong_above_count && !keep.empty()) keep.pop_back();
     std::vector<std::int64_t> shape{static_cast<std::int64_t>(keep.size())};
     return std::vector<HostTensor>{
         tensor(shape, variant.int32_output ? DType::int32 : DType::int64, keep)};

@@ -23,6 +23,9 @@ struct NmsVariant {
   // Appends a bogus index on every third call: the property re-runs (scaled, permuted
   // input) then disagree with a main call that was right.
   bool corrupt_every_third_call = false;
+  // Drops the last kept box when given more than this many boxes (0: never), like a
+  // kernel whose second code path above a size threshold is wrong.
+  std::size_t wrong_above_count = 0;
 };
 
 kernels::Target<NmsProblem> planted_nms(const std::string& name, NmsVariant variant = {});
