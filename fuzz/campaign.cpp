@@ -46,19 +46,6 @@ struct CellState {
   bool done = false;
 };
 
-nlohmann::json origin_json(const CampaignOptions& options, const CellPlan& plan,
-                           const CaseRequest& request, std::uint64_t index, const ShrinkResult& shrunk) {
-  return {{"seed", options.seed},
-          {"case_index", index},
-          {"case_seed", std::to_string(request.case_seed)},
-          {"generator_size", request.generator_size},
-          {"max_boxes", options.max_boxes},
-          {"shrink_path", {{"rapidcheck", shrunk.path.rapidcheck}, {"domain", shrunk.path.domain}}},
-          {"reproduce", reproduce_string(request, shrunk.path)},
-          {"replay", minimize_command(plan.op->name(), plan.target, plan.dtype, plan.device, options.seed,
-                                      index, options.max_boxes, shrunk.verdict)}};
-}
-
 nlohmann::json config_json(const CampaignOptions& options, const std::vector<CellPlan>& cells) {
   std::vector<std::string> dtypes, devices, fail_on, ops, targets;
   for (DType d : options.dtypes) dtypes.emplace_back(dtype_name(d));
@@ -257,14 +244,9 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         finding.replay = replay_command(plan.op->name(), plan.target, plan.dtype, plan.device,
                                         options.seed, index, options.max_boxes);
         if (!options.corpus_dir.empty()) {
-          FindingCase found{plan.op->name(), plan.target, plan.dtype, plan.device, shrunk.verdict,
-                            shrunk.input, origin_json(options, plan, request, index, shrunk),
-                            {{"original_size", outcome.size},
-                             {"size", shrunk.size},
-                             {"steps", shrunk.steps},
-                             {"complete", shrunk.complete},
-                             {"reproducible", shrunk.reproducible}}};
-          finding.case_file = corpus::store_case(case_file_for(found, options.environment), options.corpus_dir);
+          FindingOrigin origin{plan.op->name(), options.seed, index, outcome.size};
+          finding.case_file = corpus::store_case(case_file_for(origin, request, shrunk, options.environment),
+                                                 options.corpus_dir);
         }
         cell->finding_by_signature[signature] = report.findings.size();
         report.findings.push_back(std::move(finding));

@@ -132,24 +132,39 @@ std::string minimize_command(const std::string& op, const std::string& target, D
                      verdict.property);
 }
 
-corpus::CaseFile case_file_for(const FindingCase& finding, const nlohmann::json& environment) {
+corpus::CaseFile case_file_for(const FindingOrigin& origin, const CaseRequest& request,
+                               const ShrinkResult& shrunk, const nlohmann::json& environment) {
+  const compare::Verdict& verdict = shrunk.verdict;
   corpus::CaseFile file;
-  file.op = finding.op;
-  file.target = finding.target;
-  file.dtype = std::string(dtype_name(finding.dtype));
-  file.device = device_name(finding.device);
-  file.input = finding.input;
+  file.op = origin.op;
+  file.target = request.target;
+  file.dtype = std::string(dtype_name(request.dtype));
+  file.device = device_name(request.device);
+  file.input = shrunk.input;
   file.expect.fail = true;
-  file.expect.kind = finding.verdict.kind;
-  file.expect.property = finding.verdict.property;
-  file.description = finding.verdict.message;
-  file.origin = finding.origin;
+  file.expect.kind = verdict.kind;
+  file.expect.property = verdict.property;
+  file.description = verdict.message;
+  file.origin = {
+      {"seed", origin.seed},
+      {"case_index", origin.case_index},
+      {"case_seed", std::to_string(request.case_seed)},
+      {"generator_size", request.generator_size},
+      {"max_boxes", request.max_boxes},
+      {"shrink_path", {{"rapidcheck", shrunk.path.rapidcheck}, {"domain", shrunk.path.domain}}},
+      {"reproduce", reproduce_string(request, shrunk.path)},
+      {"replay", minimize_command(origin.op, request.target, request.dtype, request.device, origin.seed,
+                                  origin.case_index, request.max_boxes, verdict)}};
   file.environment = environment;
-  file.verdict = {{"kind", std::string(finding_kind_name(finding.verdict.kind))},
-                  {"property", finding.verdict.property},
-                  {"message", finding.verdict.message},
-                  {"details", finding.verdict.details}};
-  file.minimization = finding.minimization;
+  file.verdict = {{"kind", std::string(finding_kind_name(verdict.kind))},
+                  {"property", verdict.property},
+                  {"message", verdict.message},
+                  {"details", verdict.details}};
+  file.minimization = {{"original_size", origin.original_size},
+                       {"size", shrunk.size},
+                       {"steps", shrunk.steps},
+                       {"complete", shrunk.complete},
+                       {"reproducible", shrunk.reproducible}};
   return file;
 }
 

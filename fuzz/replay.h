@@ -19,17 +19,18 @@ enum class ReplayStatus { matched, mismatched, skipped };
 ReplayStatus replay_case(const Registry& registry, const corpus::CaseFile& file,
                          const std::string& path, std::ostream& out);
 
-// The case file a finding becomes (expect: fail with its signature).
-struct FindingCase {
-  std::string op, target;
-  DType dtype = DType::fp32;
-  Device device = Device::cpu;
-  compare::Verdict verdict;
-  nlohmann::json input;
-  nlohmann::json origin;
-  nlohmann::json minimization;
+// Where a minimized finding came from: enough to regenerate it from the seed.
+struct FindingOrigin {
+  std::string op;
+  std::uint64_t seed = 0;
+  std::uint64_t case_index = 0;
+  std::size_t original_size = 0;  // boxes before minimizing
 };
-corpus::CaseFile case_file_for(const FindingCase& finding, const nlohmann::json& environment);
+
+// The case file a minimized finding becomes: expect `fail` with its signature, the origin
+// (seed, shrink path, replay command), the environment and the verdict.
+corpus::CaseFile case_file_for(const FindingOrigin& origin, const CaseRequest& request,
+                               const ShrinkResult& shrunk, const nlohmann::json& environment);
 
 // The command line that regenerates case `index` of a campaign, as a case file would record it.
 std::string replay_command(const std::string& op, const std::string& target, DType dtype,

@@ -283,25 +283,11 @@ int replay_generated(const CaseSelection& selection, const fuzz::Registry& regis
       fmt::print("minimized [{}] {} from {} to {} boxes in {} steps ({:.2f} s)\n", finding_kind_name(first.kind),
                  first.property, outcome.size, shrunk.size, shrunk.steps, shrunk.seconds);
       if (!selection.corpus_dir.empty()) {
-        nlohmann::json origin = {
-            {"seed", *selection.seed},
-            {"case_index", *selection.case_index},
-            {"case_seed", std::to_string(request.case_seed)},
-            {"generator_size", request.generator_size},
-            {"max_boxes", selection.max_boxes},
-            {"shrink_path", {{"rapidcheck", shrunk.path.rapidcheck}, {"domain", shrunk.path.domain}}},
-            {"reproduce", fuzz::reproduce_string(request, shrunk.path)},
-            {"replay", fuzz::minimize_command(selection.op, selection.target, *dtype, device, *selection.seed,
-                                              *selection.case_index, selection.max_boxes, first)}};
-        fuzz::FindingCase found{selection.op, selection.target, *dtype, device, shrunk.verdict, shrunk.input, origin,
-                                {{"original_size", outcome.size},
-                                 {"size", shrunk.size},
-                                 {"steps", shrunk.steps},
-                                 {"complete", shrunk.complete},
-                                 {"reproducible", shrunk.reproducible}}};
+        fuzz::FindingOrigin origin{selection.op, *selection.seed, *selection.case_index, outcome.size};
         std::cout << "case file: "
-                  << corpus::store_case(fuzz::case_file_for(found, fuzz::environment_json(kernel_config)),
-                                        selection.corpus_dir)
+                  << corpus::store_case(
+                         fuzz::case_file_for(origin, request, shrunk, fuzz::environment_json(kernel_config)),
+                         selection.corpus_dir)
                   << "\n";
       }
     }

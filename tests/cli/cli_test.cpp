@@ -12,6 +12,7 @@
 
 #include "fuzz/cli/cli.h"
 #include "model/error.h"
+#include "support/scratch_dir.h"
 
 namespace {
 
@@ -35,21 +36,12 @@ Result detfuzz(const std::string& arguments) {
   return result;
 }
 
-class Cli : public ::testing::Test {
+class Cli : public detfuzz::testing::ScratchDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("detfuzz-cli-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   nlohmann::json report() const {
     std::ifstream file(dir_ / "report.json");
     return nlohmann::json::parse(file);
   }
-  std::string dir() const { return dir_.string(); }
-  fs::path dir_;
 };
 
 TEST_F(Cli, CleanCampaignExitsZeroAndWritesTheReport) {

@@ -9,6 +9,7 @@
 #include "corpus/case_json.h"
 #include "model/dtype.h"
 #include "model/error.h"
+#include "support/scratch_dir.h"
 
 namespace detfuzz::corpus {
 namespace {
@@ -36,22 +37,17 @@ CaseFile sample(std::vector<Box> boxes = {{0, 0, 3, 1}, {1, 0, 4, 1}}) {
   return file;
 }
 
-class CorpusDir : public ::testing::Test {
+class CorpusDir : public testing::ScratchDirTest {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("detfuzz-corpus-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    ScratchDirTest::SetUp();
     fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string write(const std::string& name, const std::string& text) {
     std::string path = (dir_ / name).string();
     std::ofstream(path) << text;
     return path;
   }
-  fs::path dir_;
 };
 
 TEST(CaseFile, ValuesRoundTripBitForBitIncludingLowPrecisionAndSpecials) {
