@@ -240,6 +240,11 @@ int replay_generated(const CaseSelection& selection, const fuzz::Registry& regis
   if (selection.device != "cpu" && selection.device != "cuda")
     throw Error(ErrorKind::usage, "unknown device '" + selection.device + "' in --devices; use cpu or cuda");
   const Device device = selection.device == "cuda" ? Device::cuda : Device::cpu;
+  if (!selection.seed && !selection.case_index && selection.reproduce.empty())
+    throw Error(ErrorKind::usage, "replay needs case files, or --seed S with --case-index K, or --reproduce STRING");
+  if (selection.op.empty() || selection.target.empty())
+    throw Error(ErrorKind::usage, "replay --seed/--reproduce needs --ops and --targets (one each), as the "
+                                  "case file's origin.replay or the report's replay command gives them");
   const fuzz::OpHarness& op = fuzz::find_op_or_throw(registry, selection.op, "--ops");
   const auto targets = op.target_names();
   if (std::find(targets.begin(), targets.end(), selection.target) == targets.end())
@@ -323,6 +328,16 @@ int eval_command(const EvalSettings& settings, const fuzz::Registry& registry) {
     throw Error(ErrorKind::usage, fmt::format("op {} has no target '{}'; use one of {} or oracle", file.op, target,
                                               fmt::join(targets, ", ")));
   const Device device = file.device == "cuda" ? Device::cuda : Device::cpu;
+  if (target != fuzz::kOracleTarget) {
+    kernels::Availability availability = op.availability(target, device);
+    std::optional<std::string> unsupported =
+        availability.available ? op.unsupported_reason(target, *parse_dtype(file.dtype), device) : availability.reason;
+    if (unsupported) {
+      std::cerr << "detfuzz: skipped: " << file.op << "/" << target << "/" << file.dtype << "/" << file.device
+                << " cannot run here: " << *unsupported << "\n";
+      return 77;
+    }
+  }
   fuzz::Evaluation evaluation;
   try {
     evaluation = op.evaluate(file.input, target, *parse_dtype(file.dtype), device);

@@ -116,10 +116,13 @@ TEST_F(Cli, UsageErrorsExitTwoAndSayWhatToDo) {
            {"run --cases lots", "--cases"},
            {"run --cases 1 --report /proc/no-such-place", "pass a writable --report DIR"},
            {"frobnicate", "frobnicate"},
+           {"replay --seed 1 --case-index 3", "needs --ops and --targets"},
+           {"replay", "replay needs case files"},
            {"", "A subcommand is required"},
        }) {
-    bool names_report = c.arguments.find("--report") != std::string::npos;
-    Result r = detfuzz(c.arguments + (names_report ? "" : " --report " + dir()));
+    // A run writes its report somewhere harmless; other commands take no --report.
+    bool add_report = c.arguments.rfind("run", 0) == 0 && c.arguments.find("--report") == std::string::npos;
+    Result r = detfuzz(c.arguments + (add_report ? " --report " + dir() : ""));
     EXPECT_EQ(r.status, 2) << c.arguments << "\n" << r.output;
     EXPECT_NE(r.output.find(c.expected), std::string::npos) << c.arguments << "\n" << r.output;
   }
@@ -268,6 +271,10 @@ TEST_F(Cli, EvalPrintsTheKernelOrTheOracleAsJson) {
   EXPECT_EQ(output["output"]["dtype"], "fp32");
   EXPECT_EQ(output["verdicts"].size(), 0u);
   EXPECT_EQ(detfuzz("eval " + dir() + "/iou.json --target cudnn").status, 2);
+  file["device"] = "cuda";
+  std::ofstream(dir_ / "cuda.json") << file.dump();
+  EXPECT_EQ(detfuzz("eval " + dir() + "/cuda.json").status, 77);
+  EXPECT_EQ(detfuzz("eval " + dir() + "/cuda.json --target oracle").status, 0);
 }
 
 TEST_F(Cli, CorpusAddCanonicalizesValidCasesAndRejectsBrokenOnes) {
