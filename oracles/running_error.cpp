@@ -67,6 +67,13 @@ Tracked ErrorTracker::input(double value) {
   return result;
 }
 
+Tracked ErrorTracker::derived(double value, const std::array<bool, kFormats>& exact) {
+  Tracked result = input(value);
+  for (std::size_t f = 0; f < kFormats; ++f)
+    if (!exact[f]) result.error[f] = std::max(result.error[f], formats()[f]->unit_roundoff * std::fabs(value));
+  return result;
+}
+
 Tracked ErrorTracker::add(const Tracked& a, const Tracked& b) {
   double s = a.value + b.value;
   std::array<double, kFloatDTypes.size()> propagated{};

@@ -30,6 +30,10 @@ class ErrorTracker {
  public:
   // An input the kernel receives: exact in every format that can represent it.
   Tracked input(double value);
+  // A value the kernel computes itself, equal to ours in the formats marked exact and off by
+  // an error accounted elsewhere in the others: there it counts one rounding, so that
+  // later steps never claim exactness for numbers the kernel does not hold.
+  Tracked derived(double value, const std::array<bool, kFloatDTypes.size()>& exact);
 
   Tracked add(const Tracked& a, const Tracked& b);
   Tracked sub(const Tracked& a, const Tracked& b);

@@ -33,6 +33,42 @@ struct BoxIouProblem {
   std::vector<Box> boxes2;
 };
 
+// An NCHW feature map, row-major values.
+struct FeatureMap {
+  std::int64_t batch = 0, channels = 0, height = 0, width = 0;
+  std::vector<double> values;
+
+  double at(std::int64_t n, std::int64_t c, std::int64_t y, std::int64_t x) const {
+    return values[static_cast<std::size_t>(((n * channels + c) * height + y) * width + x)];
+  }
+};
+
+// A region of interest in image coordinates, and the image of the batch it belongs to
+// (stored as a float in torchvision's [K, 5] layout, integral by contract).
+struct Roi {
+  double batch_index = 0, x1 = 0, y1 = 0, x2 = 0, y2 = 0;
+  bool operator==(const Roi& other) const {
+    return batch_index == other.batch_index && x1 == other.x1 && y1 == other.y1 &&
+           x2 == other.x2 && y2 == other.y2;
+  }
+};
+
+struct RoiAlignProblem {
+  FeatureMap input;
+  std::vector<Roi> rois;
+  double spatial_scale = 1.0;
+  std::int64_t pooled_height = 1, pooled_width = 1;
+  std::int64_t sampling_ratio = -1;  // <= 0: adaptive, ceil(roi size / pooled size)
+  bool aligned = false;              // shift by -0.5 pixel (continuous coordinates)
+};
+
+struct RoiPoolProblem {
+  FeatureMap input;
+  std::vector<Roi> rois;
+  double spatial_scale = 1.0;
+  std::int64_t pooled_height = 1, pooled_width = 1;
+};
+
 enum class Device { cpu, cuda };
 std::string device_name(Device device);
 

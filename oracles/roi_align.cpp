@@ -1,0 +1,260 @@
+#include "roi_align.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "running_error.h"
+
+namespace detfuzz::oracles {
+namespace {
+
+// Second-order terms and reorderings, as for the IoU (box_iou.h).
+constexpr double kSafety = 2.0;
+constexpr int kTiers = 2;  // 0: accumulate type, 1: storage dtype
+
+struct Tiers {
+  std::size_t format[kTiers];
+  std::size_t fp64;
+};
+
+// Error of a tracked quantity in one tier: widened, plus the oracle's own fp64 error.
+double widened(const Tracked& t, const Tiers& tiers, int tier) {
+  return kSafety * (t.error[tiers.format[tier]] + t.error[tiers.fp64]);
+}
+
+// The per-RoI quantities every grid shares, with their rounding errors.
+struct RoiGeometry {
+  ErrorTracker tracker;
+  Tracked start_h, start_w, bin_h, bin_w;
+  double height = 0, width = 0;  // roi size (after the >= 1 clamp when not aligned)
+};
+
+// One sampling point of a bin: its position as fp64 computes it, how far a kernel's
+// position may be from it, and whether it counts.
+struct Sample {
+  double y = 0, x = 0;
+  double error_y[kTiers]{}, error_x[kTiers]{};
+  bool inside = false;               // fp64's decision
+  bool ambiguous[kTiers]{};          // the tier's rounding may flip it
+  int y_low = 0, y_high = 0, x_low = 0, x_high = 0;
+  Tracked weight[4];
+};
+
+// What a bin's samples sum to, per channel and tier (before dividing by the count).
+struct BinSum {
+  Tracked sum;                                  // over the samples fp64 counts
+  double flip_low[kTiers]{}, flip_high[kTiers]{};  // what ambiguous samples may add or remove
+  double extra_error[kTiers]{};                 // position errors through the local slope
+};
+
+RoiGeometry geometry(const RoiAlignProblem& p, const Roi& roi) {
+  RoiGeometry g;
+  ErrorTracker& t = g.tracker;
+  // torchvision passes spatial_scale as T: a kernel in fp16 rounds it.
+  const Tracked scale = t.input(p.spatial_scale);
+  const Tracked offset = t.input(p.aligned ? 0.5 : 0.0);
+  g.start_w = t.sub(t.mul(t.input(roi.x1), scale), offset);
+  g.start_h = t.sub(t.mul(t.input(roi.y1), scale), offset);
+  const Tracked end_w = t.sub(t.mul(t.input(roi.x2), scale), offset);
+  const Tracked end_h = t.sub(t.mul(t.input(roi.y2), scale), offset);
+  Tracked size_w = t.sub(end_w, g.start_w), size_h = t.sub(end_h, g.start_h);
+  if (!p.aligned) {
+    size_w = t.max(size_w, t.input(1.0));
+    size_h = t.max(size_h, t.input(1.0));
+  }
+  g.width = size_w.value;
+  g.height = size_h.value;
+  g.bin_w = t.div(size_w, t.input(static_cast<double>(p.pooled_width)));
+  g.bin_h = t.div(size_h, t.input(static_cast<double>(p.pooled_height)));
+  return g;
+}
+
+// Grid counts a kernel may use: ceil(size / pooled) of its own (rounded) quotient, which
+// is the bin size.
+std::set<int> grid_counts(const RoiAlignProblem& p, const Tracked& bin, const Tiers& tiers, int tier) {
+  if (p.sampling_ratio > 0) return {static_cast<int>(p.sampling_ratio)};
+  const double error = widened(bin, tiers, tier);
+  std::set<int> counts;
+  for (double c = std::ceil(bin.value - error); c <= std::ceil(bin.value + error); ++c) counts.insert(static_cast<int>(c));
+  return counts;
+}
+
+// Sample positions along one axis for one bin: start + index * bin + (i + .5) * bin / grid,
+// in torchvision's evaluation order.
+std::vector<Tracked> positions(ErrorTracker& t, const Tracked& start, const Tracked& bin, int index, int grid) {
+  std::vector<Tracked> out;
+  const Tracked base = t.add(start, t.mul(t.input(index), bin));
+  for (int i = 0; i < grid; ++i)
+    out.push_back(t.add(base, t.div(t.mul(t.input(i + 0.5), bin), t.input(grid))));
+  return out;
+}
+
+Sample make_sample(const Tracked& y, const Tracked& x, std::int64_t height, std::int64_t width,
+                   const Tiers& tiers, ErrorTracker& t) {
+  Sample s;
+  s.y = y.value;
+  s.x = x.value;
+  const double h = static_cast<double>(height), w = static_cast<double>(width);
+  s.inside = s.y >= -1.0 && s.y <= h && s.x >= -1.0 && s.x <= w;
+  std::array<bool, kFloatDTypes.size()> exact_position{};
+  for (std::size_t f = 0; f < exact_position.size(); ++f)
+    exact_position[f] = y.error[f] == 0 && x.error[f] == 0;
+  for (int tier = 0; tier < kTiers; ++tier) {
+    s.error_y[tier] = widened(y, tiers, tier);
+    s.error_x[tier] = widened(x, tiers, tier);
+    auto crosses = [](double v, double e, double edge) { return v - e <= edge && edge <= v + e; };
+    s.ambiguous[tier] = crosses(s.y, s.error_y[tier], -1.0) || crosses(s.y, s.error_y[tier], h) ||
+                        crosses(s.x, s.error_x[tier], -1.0) || crosses(s.x, s.error_x[tier], w);
+  }
+  double yy = s.y <= 0 ? 0 : s.y, xx = s.x <= 0 ? 0 : s.x;
+  s.y_low = static_cast<int>(yy);
+  s.x_low = static_cast<int>(xx);
+  if (s.y_low >= height - 1) {
+    s.y_high = s.y_low = static_cast<int>(height - 1);
+    yy = s.y_low;
+  } else {
+    s.y_high = s.y_low + 1;
+  }
+  if (s.x_low >= width - 1) {
+    s.x_high = s.x_low = static_cast<int>(width - 1);
+    xx = s.x_low;
+  } else {
+    s.x_high = s.x_low + 1;
+  }
+  const Tracked ly = t.derived(yy - s.y_low, exact_position), lx = t.derived(xx - s.x_low, exact_position);
+  const Tracked one = t.input(1.0);
+  const Tracked hy = t.sub(one, ly), hx = t.sub(one, lx);
+  s.weight[0] = t.mul(hy, hx);
+  s.weight[1] = t.mul(hy, lx);
+  s.weight[2] = t.mul(ly, hx);
+  s.weight[3] = t.mul(ly, lx);
+  return s;
+}
+
+// Largest change between neighbouring pixels within `radius` of the sample's cell: how far
+// the bilinear surface can move when the sample's position is off by up to `radius` - 1.
+void local_slopes(const FeatureMap& map, std::int64_t n, std::int64_t c, const Sample& s, int radius,
+                  double& slope_x, double& slope_y) {
+  const std::int64_t r0 = std::max<std::int64_t>(0, s.y_low - radius);
+  const std::int64_t r1 = std::min<std::int64_t>(map.height - 1, s.y_high + radius);
+  const std::int64_t c0 = std::max<std::int64_t>(0, s.x_low - radius);
+  const std::int64_t c1 = std::min<std::int64_t>(map.width - 1, s.x_high + radius);
+  slope_x = slope_y = 0;
+  for (std::int64_t row = r0; row <= r1; ++row)
+    for (std::int64_t col = c0; col <= c1; ++col) {
+      const double v = map.at(n, c, row, col);
+      if (col < c1) slope_x = std::max(slope_x, std::fabs(map.at(n, c, row, col + 1) - v));
+      if (row < r1) slope_y = std::max(slope_y, std::fabs(map.at(n, c, row + 1, col) - v));
+    }
+}
+
+struct ElementResult {
+  double value;
+  RoiAlignTier tier[kTiers];
+  bool range_ok;
+};
+
+// The elements of one RoI (channels x bins) for one grid count.
+std::vector<ElementResult> evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int grid_h,
+                                        int grid_w, const Tiers& tiers, std::size_t strict_format) {
+  const FeatureMap& map = p.input;
+  const auto n = static_cast<std::int64_t>(roi.batch_index);
+  ErrorTracker& t = g.tracker;
+  const Tracked count = t.input(std::max(grid_h * grid_w, 1));
+  std::vector<ElementResult> results(static_cast<std::size_t>(map.channels * p.pooled_height * p.pooled_width));
+  for (std::int64_t ph = 0; ph < p.pooled_height; ++ph) {
+    const auto ys = positions(t, g.start_h, g.bin_h, static_cast<int>(ph), grid_h);
+    for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
+      const auto xs = positions(t, g.start_w, g.bin_w, static_cast<int>(pw), grid_w);
+      std::vector<Sample> samples;
+      for (const Tracked& y : ys)
+        for (const Tracked& x : xs) samples.push_back(make_sample(y, x, map.height, map.width, tiers, t));
+      for (std::int64_t c = 0; c < map.channels; ++c) {
+        ErrorTracker values;
+        BinSum bin{values.input(0.0)};
+        for (const Sample& s : samples) {
+          if (!s.inside && !s.ambiguous[0] && !s.ambiguous[1]) continue;
+          const double v[4] = {map.at(n, c, s.y_low, s.x_low), map.at(n, c, s.y_low, s.x_high),
+                               map.at(n, c, s.y_high, s.x_low), map.at(n, c, s.y_high, s.x_high)};
+          Tracked term = values.mul(s.weight[0], values.input(v[0]));
+          for (int k = 1; k < 4; ++k) term = values.add(term, values.mul(s.weight[k], values.input(v[k])));
+          const int radius = 1 + static_cast<int>(std::ceil(std::max(s.error_y[1], s.error_x[1])));
+          double slope_x, slope_y;
+          local_slopes(map, n, c, s, radius, slope_x, slope_y);
+          for (int tier = 0; tier < kTiers; ++tier) {
+            bin.extra_error[tier] += slope_x * s.error_x[tier] + slope_y * s.error_y[tier];
+            if (s.ambiguous[tier]) {
+              const double change = s.inside ? -term.value : term.value;
+              bin.flip_low[tier] += std::min(0.0, change);
+              bin.flip_high[tier] += std::max(0.0, change);
+              bin.extra_error[tier] += widened(term, tiers, tier);
+            }
+          }
+          if (s.inside) bin.sum = values.add(bin.sum, term);
+        }
+        const Tracked average = values.div(bin.sum, count);
+        ElementResult& r = results[static_cast<std::size_t>((c * p.pooled_height + ph) * p.pooled_width + pw)];
+        r.value = average.value;
+        for (int tier = 0; tier < kTiers; ++tier) {
+          r.tier[tier].low = (bin.sum.value + bin.flip_low[tier]) / count.value;
+          r.tier[tier].high = (bin.sum.value + bin.flip_high[tier]) / count.value;
+          r.tier[tier].bound = widened(average, tiers, tier) + bin.extra_error[tier] / count.value;
+        }
+        r.range_ok = values.in_range()[strict_format] && t.in_range()[strict_format];
+      }
+    }
+  }
+  return results;
+}
+
+}  // namespace
+
+std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& p, DType storage) {
+  const Tiers tiers{{format_index(accumulate_type(storage)), format_index(storage)}, format_index(DType::fp64)};
+  const std::size_t per_roi = static_cast<std::size_t>(p.input.channels * p.pooled_height * p.pooled_width);
+  std::vector<RoiAlignElement> out;
+  out.reserve(p.rois.size() * per_roi);
+  for (const Roi& roi : p.rois) {
+    RoiGeometry g = geometry(p, roi);
+    const int nominal_h = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio)
+                                               : static_cast<int>(std::ceil(g.bin_h.value));
+    const int nominal_w = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio)
+                                               : static_cast<int>(std::ceil(g.bin_w.value));
+    const auto nominal = evaluate_roi(p, roi, g, nominal_h, nominal_w, tiers, tiers.format[0]);
+    std::vector<RoiAlignElement> elements(per_roi);
+    for (std::size_t i = 0; i < per_roi; ++i) {
+      elements[i].value = nominal[i].value;
+      elements[i].strict = nominal[i].tier[0];
+      elements[i].storage = nominal[i].tier[1];
+      elements[i].range_ok = nominal[i].range_ok;
+    }
+    // Grid counts rounding can move: each tier spans every count it leaves open.
+    std::set<int> heights[kTiers], widths[kTiers];
+    for (int tier = 0; tier < kTiers; ++tier) {
+      heights[tier] = grid_counts(p, g.bin_h, tiers, tier);
+      widths[tier] = grid_counts(p, g.bin_w, tiers, tier);
+    }
+    std::set<int> all_heights = heights[0], all_widths = widths[0];
+    all_heights.insert(heights[1].begin(), heights[1].end());
+    all_widths.insert(widths[1].begin(), widths[1].end());
+    for (int gh : all_heights)
+      for (int gw : all_widths) {
+        if (gh == nominal_h && gw == nominal_w) continue;
+        const auto other = evaluate_roi(p, roi, g, gh, gw, tiers, tiers.format[0]);
+        for (int tier = 0; tier < kTiers; ++tier) {
+          if (!heights[tier].count(gh) || !widths[tier].count(gw)) continue;
+          for (std::size_t i = 0; i < per_roi; ++i) {
+            RoiAlignTier& into = tier == 0 ? elements[i].strict : elements[i].storage;
+            into.low = std::min(into.low, other[i].tier[tier].low);
+            into.high = std::max(into.high, other[i].tier[tier].high);
+            into.bound = std::max(into.bound, other[i].tier[tier].bound);
+          }
+        }
+      }
+    out.insert(out.end(), elements.begin(), elements.end());
+  }
+  return out;
+}
+
+}  // namespace detfuzz::oracles

@@ -1,0 +1,42 @@
+// Reference RoIAlign (forward) in double, mirroring torchvision 0.14.1
+// torchvision/csrc/ops/cpu/roi_align_kernel.cpp (roi_align_forward_kernel_impl and
+// pre_calc_for_bilinear_interpolate):
+//   start = roi * spatial_scale - (aligned ? 0.5 : 0); size = end - start, at least 1 when
+//   not aligned; bin = size / pooled; grid = sampling_ratio > 0 ? sampling_ratio
+//   : ceil(size / pooled); sample (iy + .5) * bin / grid into the bin; a sample with
+//   y < -1 or y > height (x likewise) contributes 0; y <= 0 clamps to 0; a low index at or
+//   past height - 1 clamps to the last row; bilinear weights; sum / max(grid_h * grid_w, 1).
+//
+// Precision policy (element type vs compute type, as in CUTLASS's host references): the
+// oracle is evaluated for a storage dtype and judges two tiers, the accumulate type
+// (fp32 for fp16/bf16) and the storage dtype. Per element and tier it gives an interval of
+// exact values, not a point: a sample whose computed position may fall on either side of
+// -1 or of the map's edge, or a grid count that rounding can move, is a decision the
+// kernel may take either way (design.md, Numerics 3). On top of the interval, the bound of
+// the kernel's rounding error: the running error of the interpolation arithmetic plus the
+// error of every sample position times the local slope of the map around it.
+#pragma once
+
+#include <vector>
+
+#include "model/dtype.h"
+#include "model/problems.h"
+
+namespace detfuzz::oracles {
+
+struct RoiAlignTier {
+  double low = 0, high = 0;  // exact values over the decisions this tier leaves open
+  double bound = 0;          // rounding error a kernel in this tier's arithmetic may add
+};
+
+struct RoiAlignElement {
+  double value = 0;  // every decision as fp64 takes it
+  RoiAlignTier strict;   // accumulate-type arithmetic
+  RoiAlignTier storage;  // storage-dtype arithmetic
+  bool range_ok = true;  // intermediates within the accumulate type's range
+};
+
+// Output [K, C, pooled_height, pooled_width], row-major.
+std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& problem, DType storage);
+
+}  // namespace detfuzz::oracles

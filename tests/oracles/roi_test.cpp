@@ -1,0 +1,140 @@
+// RoIAlign / RoIPool oracles against values computed by hand and against the expected
+// outputs published in mmcv's test suite (open-mmlab/mmcv tests/test_ops/test_roi_align.py
+// and test_roi_pool.py: pooled 2x2, spatial_scale 1, sampling_ratio 2, aligned=True for
+// roi_align; mmcv's kernels share torchvision's semantics).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "oracles/roi_align.h"
+#include "oracles/roi_pool.h"
+
+namespace detfuzz::oracles {
+namespace {
+
+FeatureMap map_of(std::int64_t channels, std::int64_t height, std::int64_t width, std::vector<double> values) {
+  return {1, channels, height, width, std::move(values)};
+}
+
+std::vector<double> values_of(const std::vector<RoiAlignElement>& elements) {
+  std::vector<double> values;
+  for (const auto& e : elements) values.push_back(e.value);
+  return values;
+}
+
+RoiAlignProblem mmcv_align(FeatureMap map, Roi roi) {
+  return {std::move(map), {roi}, 1.0, 2, 2, 2, true};
+}
+
+TEST(RoiAlignOracle, MatchesMmcvPublishedOutputs) {
+  EXPECT_EQ(values_of(roi_align(mmcv_align(map_of(1, 2, 2, {1, 2, 3, 4}), {0, 0, 0, 1, 1}), DType::fp32)),
+            (std::vector<double>{1.0, 1.25, 1.5, 1.75}));
+  EXPECT_EQ(values_of(roi_align(mmcv_align(map_of(2, 2, 2, {1, 2, 3, 4, 4, 3, 2, 1}), {0, 0, 0, 1, 1}), DType::fp32)),
+            (std::vector<double>{1.0, 1.25, 1.5, 1.75, 4.0, 3.75, 3.5, 3.25}));
+  FeatureMap four = map_of(1, 4, 4, {1, 2, 5, 6, 3, 4, 7, 8, 9, 10, 13, 14, 11, 12, 15, 16});
+  EXPECT_EQ(values_of(roi_align(mmcv_align(four, {0, 0, 0, 3, 3}), DType::fp32)),
+            (std::vector<double>{1.9375, 4.75, 7.5625, 10.375}));
+}
+
+TEST(RoiAlignOracle, DyadicCasesAreExactInEveryTier) {
+  auto elements = roi_align(mmcv_align(map_of(1, 2, 2, {1, 2, 3, 4}), {0, 0, 0, 1, 1}), DType::fp16);
+  for (const auto& e : elements) {
+    EXPECT_EQ(e.strict.bound, 0.0);
+    EXPECT_EQ(e.storage.bound, 0.0);
+    EXPECT_EQ(e.strict.low, e.value);
+    EXPECT_EQ(e.strict.high, e.value);
+  }
+}
+
+TEST(RoiAlignOracle, NotAlignedUsesAtLeastOnePixelAndNoShift) {
+  // A 0-size RoI at (1, 1), not aligned: size forced to 1, one bin, grid ceil(1/1) = 1,
+  // sample at (1.5, 1.5): the mean of the four pixels.
+  RoiAlignProblem p{map_of(1, 3, 3, {0, 0, 0, 0, 4, 8, 0, 12, 16}), {{0, 1, 1, 1, 1}}, 1.0, 1, 1, -1, false};
+  EXPECT_EQ(values_of(roi_align(p, DType::fp64)), (std::vector<double>{10.0}));
+  // Aligned, the same RoI has size 0: grid 0, count max(0, 1) = 1, output 0 (no 0/0).
+  p.aligned = true;
+  EXPECT_EQ(values_of(roi_align(p, DType::fp64)), (std::vector<double>{0.0}));
+}
+
+TEST(RoiAlignOracle, SpatialScaleMapsImageToFeatureCoordinates) {
+  // Image RoI [0, 0, 8, 8] at scale 1/4 is feature [0, 0, 2, 2]; pooled 1x1 with 2x2 samples at
+  // 0.5 and 1.5 on a map whose value is its x coordinate: mean x = 1.
+  RoiAlignProblem p{map_of(1, 3, 3, {0, 1, 2, 0, 1, 2, 0, 1, 2}), {{0, 0, 0, 8, 8}}, 0.25, 1, 1, 2, false};
+  EXPECT_EQ(values_of(roi_align(p, DType::fp32)), (std::vector<double>{1.0}));
+}
+
+TEST(RoiAlignOracle, SamplesBeyondMinusOneOrTheMapContributeZero) {
+  // Not aligned: x from -3 to 1, bin 4, samples at x = -2 (out) and 0 (in); y from 0, size
+  // forced to 1, samples at 0.25 and 0.75: 2 of 4 samples count, 6 * 2 / 4 = 3.
+  RoiAlignProblem p{map_of(1, 1, 2, {6, 6}), {{0, -3, 0, 1, 0}}, 1.0, 1, 1, 2, false};
+  EXPECT_EQ(values_of(roi_align(p, DType::fp64)), (std::vector<double>{3.0}));
+}
+
+TEST(RoiAlignOracle, EdgeDecisionsOnlyLowPrecisionCanFlipWidenOnlyThatTier) {
+  // The single sample sits at y = 0.3 * -5.00390625 + 0.5 = -1.0012 (out: contributes 0).
+  // fp32 positions are off by ~1e-7, fp16 ones by ~1e-3 (0.3 itself rounds): only an fp16
+  // kernel may see the sample at or above -1, clamp it to row 0 and return 8.
+  RoiAlignProblem p{map_of(1, 2, 1, {8, 8}), {{0, 0, -5.00390625, 0, -5.00390625}}, 0.3, 1, 1, 1, false};
+  auto e = roi_align(p, DType::fp16).at(0);
+  EXPECT_EQ(e.value, 0.0);
+  EXPECT_EQ(e.strict.low, 0.0);
+  EXPECT_EQ(e.strict.high, 0.0);
+  EXPECT_EQ(e.storage.low, 0.0);
+  EXPECT_EQ(e.storage.high, 8.0);
+}
+
+TEST(RoiAlignOracle, EmptyRoiListGivesNoElements) {
+  RoiAlignProblem p{map_of(1, 2, 2, {1, 2, 3, 4}), {}, 1.0, 2, 2, 2, true};
+  EXPECT_TRUE(roi_align(p, DType::fp32).empty());
+}
+
+std::vector<double> pooled_values(const std::vector<RoiPoolElement>& elements) {
+  std::vector<double> values;
+  for (const auto& e : elements) values.push_back(e.nominal.value);
+  return values;
+}
+
+std::vector<std::int64_t> pooled_argmax(const std::vector<RoiPoolElement>& elements) {
+  std::vector<std::int64_t> values;
+  for (const auto& e : elements) values.push_back(e.nominal.argmax);
+  return values;
+}
+
+TEST(RoiPoolOracle, MatchesMmcvPublishedOutputs) {
+  RoiPoolProblem a{map_of(1, 2, 2, {1, 2, 3, 4}), {{0, 0, 0, 1, 1}}, 1.0, 2, 2};
+  EXPECT_EQ(pooled_values(roi_pool(a, DType::fp32)), (std::vector<double>{1, 2, 3, 4}));
+  FeatureMap four = map_of(1, 4, 4, {1, 2, 5, 6, 3, 4, 7, 8, 9, 10, 13, 14, 11, 12, 15, 16});
+  RoiPoolProblem b{four, {{0, 0, 0, 3, 3}}, 1.0, 2, 2};
+  EXPECT_EQ(pooled_values(roi_pool(b, DType::fp32)), (std::vector<double>{4, 8, 12, 16}));
+  // mmcv's gradient puts 1 at the maxima: flat indices 5, 7, 13, 15.
+  EXPECT_EQ(pooled_argmax(roi_pool(b, DType::fp32)), (std::vector<std::int64_t>{5, 7, 13, 15}));
+}
+
+TEST(RoiPoolOracle, EmptyBinsAreZeroWithArgmaxMinusOne) {
+  // A RoI wholly right of the map: every bin is clipped to nothing.
+  RoiPoolProblem p{map_of(1, 2, 2, {5, 6, 7, 8}), {{0, 10, 0, 12, 1}}, 1.0, 1, 1};
+  auto e = roi_pool(p, DType::fp32).at(0);
+  EXPECT_EQ(e.nominal.value, 0.0);
+  EXPECT_EQ(e.nominal.argmax, -1);
+}
+
+TEST(RoiPoolOracle, HalfwayCoordinatesAreAmbiguousOnlyWhenTheirProductIsInexact) {
+  // 2.5 * 1 is exact: round half away from zero -> 3, one option.
+  RoiPoolProblem exact{map_of(1, 1, 8, {0, 1, 2, 3, 4, 5, 6, 7}), {{0, 2.5, 0, 7, 0}}, 1.0, 1, 1};
+  EXPECT_EQ(roi_pool(exact, DType::fp32).at(0).strict.size(), 1u);
+  // 25 * 0.1: 0.1 rounds in fp32/fp16, the product straddles 2.5 in fp16: start 2 or 3.
+  RoiPoolProblem inexact{map_of(1, 1, 8, {7, 1, 6, 3, 4, 5, 6, 7}), {{0, 25, 0, 70, 0}}, 0.1, 1, 1};
+  auto e = roi_pool(inexact, DType::fp16).at(0);
+  EXPECT_GE(e.storage.size(), e.strict.size());
+  EXPECT_FALSE(e.storage.empty());
+}
+
+TEST(RoiPoolOracle, TakesTheTrueMaxEvenBelowMinusFltMax) {
+  RoiPoolProblem p{map_of(1, 1, 2, {-1e300, -2e300}), {{0, 0, 0, 1, 0}}, 1.0, 1, 1};
+  auto e = roi_pool(p, DType::fp64).at(0);
+  EXPECT_EQ(e.nominal.value, -1e300);
+  EXPECT_EQ(e.nominal.argmax, 0);
+}
+
+}  // namespace
+}  // namespace detfuzz::oracles
