@@ -45,6 +45,76 @@ std::vector<Box> boxes_from_json(const nlohmann::json& json, const std::string& 
   return boxes;
 }
 
+// Feature maps are bounded so that a hand-edited case cannot ask for gigabytes.
+constexpr std::int64_t kMaxFeatureValues = 1 << 24;
+
+std::int64_t integer_field(const nlohmann::json& json, const std::string& key, const std::string& what,
+                           std::int64_t min, std::int64_t max) {
+  const auto& value = field(json, key, what);
+  if (!value.is_number_integer()) malformed(what + "." + key, "an integer", value);
+  const auto v = value.get<std::int64_t>();
+  if (v < min || v > max)
+    malformed(what + "." + key, "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]", value);
+  return v;
+}
+
+nlohmann::json feature_map_json(const FeatureMap& map) {
+  nlohmann::json values = nlohmann::json::array();
+  for (double v : map.values) values.push_back(json_double(v));
+  return {{"shape", {map.batch, map.channels, map.height, map.width}}, {"values", values}};
+}
+
+FeatureMap feature_map_from_json(const nlohmann::json& json, const std::string& what) {
+  const auto& shape = field(json, "shape", what);
+  if (!shape.is_array() || shape.size() != 4) malformed(what + ".shape", "[batch, channels, height, width]", shape);
+  FeatureMap map;
+  std::int64_t* dims[4] = {&map.batch, &map.channels, &map.height, &map.width};
+  std::int64_t total = 1;
+  for (std::size_t d = 0; d < 4; ++d) {
+    if (!shape[d].is_number_integer() || shape[d].get<std::int64_t>() < 1 ||
+        shape[d].get<std::int64_t>() > kMaxFeatureValues)
+      malformed(what + ".shape[" + std::to_string(d) + "]", "a positive integer", shape[d]);
+    *dims[d] = shape[d].get<std::int64_t>();
+    total *= *dims[d];
+    if (total > kMaxFeatureValues)
+      throw Error(ErrorKind::input, what + ".shape: " + shape.dump() + " holds more than " +
+                                        std::to_string(kMaxFeatureValues) + " values; use a smaller map");
+  }
+  const auto& values = field(json, "values", what);
+  if (!values.is_array() || static_cast<std::int64_t>(values.size()) != total)
+    malformed(what + ".values", "an array of " + std::to_string(total) + " numbers (the shape's product)", values);
+  map.values.reserve(static_cast<std::size_t>(total));
+  for (std::size_t i = 0; i < values.size(); ++i)
+    map.values.push_back(double_from_json(values[i], what + ".values[" + std::to_string(i) + "]"));
+  return map;
+}
+
+nlohmann::json rois_json(const std::vector<Roi>& rois) {
+  nlohmann::json array = nlohmann::json::array();
+  for (const Roi& r : rois)
+    array.push_back({json_double(r.batch_index), json_double(r.x1), json_double(r.y1), json_double(r.x2), json_double(r.y2)});
+  return array;
+}
+
+std::vector<Roi> rois_from_json(const nlohmann::json& json, const std::string& what, std::int64_t batch) {
+  if (!json.is_array()) malformed(what, "an array of [batch_index, x1, y1, x2, y2]", json);
+  std::vector<Roi> rois;
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    const std::string where = what + "[" + std::to_string(i) + "]";
+    if (!json[i].is_array() || json[i].size() != 5) malformed(where, "[batch_index, x1, y1, x2, y2]", json[i]);
+    Roi roi{double_from_json(json[i][0], where + "[0]"), double_from_json(json[i][1], where + "[1]"),
+            double_from_json(json[i][2], where + "[2]"), double_from_json(json[i][3], where + "[3]"),
+            double_from_json(json[i][4], where + "[4]")};
+    if (roi.batch_index != std::floor(roi.batch_index) || roi.batch_index < 0 ||
+        roi.batch_index >= static_cast<double>(batch))
+      malformed(where + "[0]", "an image index in [0, " + std::to_string(batch) + ")", json[i][0]);
+    rois.push_back(roi);
+  }
+  return rois;
+}
+
+constexpr std::int64_t kMaxPooled = 1024;
+
 }  // namespace
 
 nlohmann::json json_double(double value) {
@@ -90,6 +160,47 @@ NmsProblem nms_problem_from_json(const nlohmann::json& json) {
   problem.iou_threshold =
       double_from_json(field(json, "iou_threshold", "nms input"), "nms input.iou_threshold");
   return problem;
+}
+
+nlohmann::json to_json(const RoiAlignProblem& p) {
+  return {{"input", feature_map_json(p.input)},         {"rois", rois_json(p.rois)},
+          {"spatial_scale", json_double(p.spatial_scale)}, {"pooled_height", p.pooled_height},
+          {"pooled_width", p.pooled_width},             {"sampling_ratio", p.sampling_ratio},
+          {"aligned", p.aligned}};
+}
+
+nlohmann::json to_json(const RoiPoolProblem& p) {
+  return {{"input", feature_map_json(p.input)},
+          {"rois", rois_json(p.rois)},
+          {"spatial_scale", json_double(p.spatial_scale)},
+          {"pooled_height", p.pooled_height},
+          {"pooled_width", p.pooled_width}};
+}
+
+RoiAlignProblem roi_align_problem_from_json(const nlohmann::json& json) {
+  const std::string what = "roi_align input";
+  RoiAlignProblem p;
+  p.input = feature_map_from_json(field(json, "input", what), what + ".input");
+  p.rois = rois_from_json(field(json, "rois", what), what + ".rois", p.input.batch);
+  p.spatial_scale = double_from_json(field(json, "spatial_scale", what), what + ".spatial_scale");
+  p.pooled_height = integer_field(json, "pooled_height", what, 1, kMaxPooled);
+  p.pooled_width = integer_field(json, "pooled_width", what, 1, kMaxPooled);
+  p.sampling_ratio = integer_field(json, "sampling_ratio", what, -1024, 1024);
+  const auto& aligned = field(json, "aligned", what);
+  if (!aligned.is_boolean()) malformed(what + ".aligned", "true or false", aligned);
+  p.aligned = aligned.get<bool>();
+  return p;
+}
+
+RoiPoolProblem roi_pool_problem_from_json(const nlohmann::json& json) {
+  const std::string what = "roi_pool input";
+  RoiPoolProblem p;
+  p.input = feature_map_from_json(field(json, "input", what), what + ".input");
+  p.rois = rois_from_json(field(json, "rois", what), what + ".rois", p.input.batch);
+  p.spatial_scale = double_from_json(field(json, "spatial_scale", what), what + ".spatial_scale");
+  p.pooled_height = integer_field(json, "pooled_height", what, 1, kMaxPooled);
+  p.pooled_width = integer_field(json, "pooled_width", what, 1, kMaxPooled);
+  return p;
 }
 
 BoxIouProblem box_iou_problem_from_json(const nlohmann::json& json) {

@@ -19,9 +19,13 @@ double double_from_json(const nlohmann::json& value, const std::string& what);
 
 nlohmann::json to_json(const NmsProblem& problem);
 nlohmann::json to_json(const BoxIouProblem& problem);
+nlohmann::json to_json(const RoiAlignProblem& problem);
+nlohmann::json to_json(const RoiPoolProblem& problem);
 
 // Validating readers: a malformed input names the field, what was expected and what came.
 NmsProblem nms_problem_from_json(const nlohmann::json& json);
 BoxIouProblem box_iou_problem_from_json(const nlohmann::json& json);
+RoiAlignProblem roi_align_problem_from_json(const nlohmann::json& json);
+RoiPoolProblem roi_pool_problem_from_json(const nlohmann::json& json);
 
 }  // namespace detfuzz::corpus

@@ -26,7 +26,7 @@ struct CampaignOptions {
   int max_boxes = 64;
   std::vector<FindingKind> fail_on;  // kinds that fail beyond the default ones
   double minimize_budget_s = 10;     // per finding; the evaluation cap keeps results exact
-  int minimize_max_evaluations = 2000;
+  int minimize_max_evaluations = 5000;
   std::string corpus_dir;            // new minimized findings are stored here ("" = nowhere)
   nlohmann::json environment = nlohmann::json::object();  // recorded in each case file
 };

@@ -9,6 +9,8 @@ namespace detfuzz::kernels {
 // Defined beside each op's adapter (one op = one stem per folder).
 Target<NmsProblem> torchvision_nms_target(const KernelConfig& config);
 Target<BoxIouProblem> aten_box_iou_target();
+Target<RoiAlignProblem> torchvision_roi_align_target(const KernelConfig& config);
+Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config);
 
 std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config) {
   return {torchvision_nms_target(config)};
@@ -16,6 +18,14 @@ std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config) {
 
 std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig&) {
   return {aten_box_iou_target()};
+}
+
+std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config) {
+  return {torchvision_roi_align_target(config)};
+}
+
+std::vector<Target<RoiPoolProblem>> roi_pool_targets(const KernelConfig& config) {
+  return {torchvision_roi_pool_target(config)};
 }
 
 std::vector<std::pair<std::string, std::string>> environment(const KernelConfig& config) {

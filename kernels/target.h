@@ -49,6 +49,8 @@ const LibraryStatus& load_torchvision(const KernelConfig& config);
 
 std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config);
 std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig& config);
+std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config);
+std::vector<Target<RoiPoolProblem>> roi_pool_targets(const KernelConfig& config);
 
 // Facts for report.json: torch and torchvision versions, CUDA, devices, compiler.
 std::vector<std::pair<std::string, std::string>> environment(const KernelConfig& config);

@@ -282,7 +282,7 @@ int replay_generated(const CaseSelection& selection, const fuzz::Registry& regis
       fuzz::ShrinkLimits limits{std::chrono::steady_clock::now() +
                                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                         std::chrono::duration<double>(parse_duration(selection.minimize_budget, "--minimize-budget"))),
-                                2000, nullptr};
+                                fuzz::ShrinkLimits{}.max_evaluations, nullptr};
       fuzz::ShrinkResult shrunk = op.shrink(request, first, limits);
       input = shrunk.input;
       fmt::print("minimized [{}] {} from {} to {} boxes in {} steps ({:.2f} s)\n", finding_kind_name(first.kind),

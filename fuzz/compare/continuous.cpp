@@ -21,6 +21,22 @@ std::vector<std::int64_t> unflatten(std::size_t flat, const std::vector<std::int
   return index;
 }
 
+// How far `kernel` is outside the tier's interval (0 inside it).
+double distance(double kernel, const TierExpectation& tier) {
+  if (kernel < tier.low) return tier.low - kernel;
+  if (kernel > tier.high) return kernel - tier.high;
+  return 0;
+}
+
+double tolerance(const TierExpectation& tier, DType output_dtype) {
+  return tier.bound + std::max(half_ulp(output_dtype, tier.low), half_ulp(output_dtype, tier.high));
+}
+
+std::string expected_text(const ExpectedValue& e) {
+  if (e.storage.low == e.storage.high) return fmt::format("{}", e.value);
+  return fmt::format("{} (any of [{}, {}] with storage arithmetic)", e.value, e.storage.low, e.storage.high);
+}
+
 struct Worst {
   std::size_t element = 0;
   double normalized_error = -1;
@@ -45,9 +61,8 @@ Judgement compare_continuous(const HostTensor& output, const std::vector<Expecte
     const ExpectedValue& e = expected[i];
     const double kernel = output.values[i];
     if (e.undefined) continue;
-    const double output_rounding = half_ulp(output_dtype, e.value);
-    strict_tolerance[i] = e.strict_bound + output_rounding;
-    storage_tolerance[i] = e.storage_bound + output_rounding;
+    strict_tolerance[i] = tolerance(e.strict, output_dtype);
+    storage_tolerance[i] = tolerance(e.storage, output_dtype);
 
     std::optional<FindingKind> kind;
     double normalized = 0;
@@ -56,11 +71,11 @@ Judgement compare_continuous(const HostTensor& output, const std::vector<Expecte
       kind = (e.range_ok && true_value_in_range) ? FindingKind::nan : FindingKind::overflow;
       normalized = std::numeric_limits<double>::infinity();
     } else {
-      double error = std::fabs(kernel - e.value);
+      const double error = distance(kernel, e.strict);
       normalized = strict_tolerance[i] > 0 ? error / strict_tolerance[i]
                                            : (error == 0 ? 0 : std::numeric_limits<double>::infinity());
       if (error > strict_tolerance[i]) {
-        if (error <= storage_tolerance[i]) kind = FindingKind::precision;
+        if (distance(kernel, e.storage) <= storage_tolerance[i]) kind = FindingKind::precision;
         else kind = e.range_ok ? FindingKind::mismatch : FindingKind::overflow;
       }
     }
@@ -81,10 +96,10 @@ Judgement compare_continuous(const HostTensor& output, const std::vector<Expecte
     verdict.kind = kind;
     verdict.property = "oracle";
     verdict.message = fmt::format(
-        "{}{}: kernel {} vs oracle {} (|error| {:.3g}, tolerance {:.3g} with {} arithmetic, "
+        "{}{}: kernel {} vs oracle {} (error {:.3g}, tolerance {:.3g} with {} arithmetic, "
         "{:.3g} with {} arithmetic){}",
         contract.name, shape_string(index), std::isnan(kernel) ? "nan" : fmt::format("{}", kernel),
-        e.value, std::fabs(kernel - e.value),
+        expected_text(e), distance(kernel, e.strict),
         strict_tolerance[w.element], dtype_name(accumulate_type(input_dtype)),
         storage_tolerance[w.element], dtype_name(input_dtype),
         w.count > 1 ? fmt::format("; {} elements like it", w.count) : std::string());
@@ -92,6 +107,7 @@ Judgement compare_continuous(const HostTensor& output, const std::vector<Expecte
         {"element", index},
         {"kernel", corpus::json_double(kernel)},
         {"oracle", corpus::json_double(e.value)},
+        {"oracle_interval", {corpus::json_double(e.strict.low), corpus::json_double(e.strict.high)}},
         {"normalized_error", corpus::json_double(w.normalized_error)},
         {"tolerance", strict_tolerance[w.element]},
         {"storage_tolerance", storage_tolerance[w.element]},

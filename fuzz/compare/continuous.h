@@ -18,12 +18,25 @@
 
 namespace detfuzz::compare {
 
+// What one tier accepts: any exact value in [low, high] (a point unless the oracle found
+// decisions that tier's rounding may flip) plus `bound` of rounding error.
+struct TierExpectation {
+  double low = 0, high = 0;
+  double bound = 0;
+};
+
 struct ExpectedValue {
   double value = 0;          // the oracle's value
   bool undefined = false;    // no true value exists (0/0): any output is accepted
-  double strict_bound = 0;   // allowed kernel error, accumulate-type arithmetic
-  double storage_bound = 0;  // allowed kernel error, storage-dtype arithmetic
+  TierExpectation strict;    // accumulate-type arithmetic
+  TierExpectation storage;   // storage-dtype arithmetic
   bool range_ok = true;      // intermediates within the accumulate type's range
+
+  // A point expectation: exactly `value`, up to each tier's bound.
+  static ExpectedValue point(double value, double strict_bound, double storage_bound, bool range_ok,
+                             bool undefined = false) {
+    return {value, undefined, {value, value, strict_bound}, {value, value, storage_bound}, range_ok};
+  }
 };
 
 // Shape/dtype/device first (a contract breach ends the comparison), then each element.

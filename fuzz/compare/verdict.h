@@ -26,8 +26,8 @@ struct Judgement {
   // Largest |kernel - oracle| / tolerance(fp32-arithmetic tier) over compared elements;
   // negative when the op has no continuous output (NMS).
   double max_normalized_error = -1;
-  // The kernel's output on the case itself (not the property re-runs), when it produced one.
-  std::optional<HostTensor> output;
+  // The kernel's outputs on the case itself (not the property re-runs), when it produced them.
+  std::vector<HostTensor> outputs;
 
   bool consistent() const { return verdicts.empty(); }
 };

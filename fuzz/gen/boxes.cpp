@@ -1,5 +1,7 @@
 #include "fuzz/gen/boxes.h"
 
+#include "fuzz/gen/common.h"
+
 #include <algorithm>
 #include <cmath>
 #include <tuple>
@@ -8,20 +10,6 @@ namespace detfuzz::gen {
 namespace {
 
 using Boxes = std::vector<Box>;
-
-// rc::gen::weightedOneOf over a list built at run time (it takes an initializer_list).
-template <class T>
-rc::Gen<T> weighted(const std::vector<std::pair<std::size_t, rc::Gen<T>>>& choices) {
-  std::size_t total = 0;
-  for (const auto& choice : choices) total += choice.first;
-  return rc::gen::mapcat(rc::gen::inRange<std::size_t>(0, total), [choices](std::size_t pick) {
-    for (const auto& [weight, generator] : choices) {
-      if (pick < weight) return generator;
-      pick -= weight;
-    }
-    return choices.front().second;
-  });
-}
 
 // Largest coordinate magnitude of the ordinary scenarios: the dtype's range for fp16,
 // 2^24 (where fp32 integers stop being exact) for the others.
@@ -34,27 +22,12 @@ double clamp_to_range(DType dtype, double value) {
   return std::clamp(value, -max, max);
 }
 
-// Box counts grow with RapidCheck's size (0..100) so that small cases come first; the
-// cap itself is drawn at large sizes, and tiny counts at every size.
-rc::Gen<int> count(int max_count) {
-  return rc::gen::withSize([max_count](int size) {
-    const int cap = std::max(std::min(max_count, 2), max_count * std::clamp(size, 0, 100) / 100);
-    std::vector<std::pair<std::size_t, rc::Gen<int>>> choices = {
-        {3, rc::gen::inRange(0, std::min(3, cap + 1))},
-        {4, rc::gen::inRange(0, std::min(17, cap + 1))},
-        {3, rc::gen::inRange(0, cap + 1)},
-    };
-    if (size >= 50) choices.push_back({1, rc::gen::just(max_count)});
-    return weighted(choices);
-  });
-}
-
 // `n` boxes on a lattice of `steps` positions over [0, scale]: corners at scale * i / steps,
 // extents up to `max_extent` * scale. Shrinks toward the origin and toward zero extent.
 rc::Gen<Boxes> lattice_boxes(double scale, int steps, double max_extent, int n) {
   auto box = rc::gen::map(
-      rc::gen::tuple(rc::gen::inRange(0, steps + 1), rc::gen::inRange(0, steps + 1),
-                     rc::gen::inRange(0, steps + 1), rc::gen::inRange(0, steps + 1)),
+      rc::gen::tuple(in_range(0, steps + 1), in_range(0, steps + 1),
+                     in_range(0, steps + 1), in_range(0, steps + 1)),
       [scale, steps, max_extent](const std::tuple<int, int, int, int>& t) {
         auto [x, y, w, h] = t;
         const double unit = scale / steps;
@@ -75,8 +48,8 @@ rc::Gen<Boxes> uniform(DType dtype, int n) {
 rc::Gen<Boxes> grid(int n) {
   return rc::gen::mapcat(rc::gen::element(1.0, 0.5, 0.25), [n](double step) {
     auto box = rc::gen::map(
-        rc::gen::tuple(rc::gen::inRange(0, 64), rc::gen::inRange(0, 64), rc::gen::inRange(0, 33),
-                       rc::gen::inRange(0, 33)),
+        rc::gen::tuple(in_range(0, 64), in_range(0, 64), in_range(0, 33),
+                       in_range(0, 33)),
         [step](const std::tuple<int, int, int, int>& t) {
           auto [x, y, w, h] = t;
           return Box{step * x, step * y, step * (x + w), step * (y + h)};
@@ -88,21 +61,21 @@ rc::Gen<Boxes> grid(int n) {
 rc::Gen<Boxes> clustered(DType dtype, int n) {
   const double cap = coordinate_cap(dtype);
   return rc::gen::mapcat(
-      rc::gen::tuple(rc::gen::inRange(1, 4), rc::gen::element(8.0, 32.0, 100.0, 300.0)),
+      rc::gen::tuple(in_range(1, 4), rc::gen::element(8.0, 32.0, 100.0, 300.0)),
       [n, cap](const std::tuple<int, double>& setup) {
         auto [centres, size] = setup;
         return rc::gen::mapcat(
             rc::gen::container<std::vector<std::pair<int, int>>>(
-                centres, rc::gen::pair(rc::gen::inRange(0, 1024), rc::gen::inRange(0, 1024))),
+                centres, rc::gen::pair(in_range(0, 1024), in_range(0, 1024))),
             [n, cap, size](const std::vector<std::pair<int, int>>& centre_list) {
               const int jitter = static_cast<int>(size / 4);
               const double spread = std::min(cap / 2048, 64.0);
               auto box = rc::gen::map(
-                  rc::gen::tuple(rc::gen::inRange(0, static_cast<int>(centre_list.size())),
-                                 rc::gen::inRange(-jitter, jitter + 1),
-                                 rc::gen::inRange(-jitter, jitter + 1),
-                                 rc::gen::inRange(-jitter, jitter + 1),
-                                 rc::gen::inRange(-jitter, jitter + 1)),
+                  rc::gen::tuple(in_range(0, static_cast<int>(centre_list.size())),
+                                 in_range(-jitter, jitter + 1),
+                                 in_range(-jitter, jitter + 1),
+                                 in_range(-jitter, jitter + 1),
+                                 in_range(-jitter, jitter + 1)),
                   [centre_list, size, spread](const std::tuple<int, int, int, int, int>& t) {
                     auto [c, dx, dy, dw, dh] = t;
                     double cx = centre_list[c].first * spread, cy = centre_list[c].second * spread;
@@ -120,9 +93,9 @@ rc::Gen<Boxes> clustered(DType dtype, int n) {
 rc::Gen<Boxes> near_threshold(DType dtype, double focus, int n) {
   const int max_extent = static_cast<int>(std::min(coordinate_cap(dtype) / 4, 2048.0));
   auto pair = rc::gen::map(
-      rc::gen::tuple(rc::gen::inRange(1, max_extent + 1), rc::gen::inRange(1, max_extent + 1),
-                     rc::gen::inRange(0, max_extent + 1), rc::gen::inRange(0, max_extent + 1),
-                     rc::gen::inRange(0, 3), rc::gen::inRange(-3, 4), rc::gen::inRange(0, 9)),
+      rc::gen::tuple(in_range(1, max_extent + 1), in_range(1, max_extent + 1),
+                     in_range(0, max_extent + 1), in_range(0, max_extent + 1),
+                     in_range(0, 3), in_range(-3, 4), in_range(0, 9)),
       [dtype, focus](const std::tuple<int, int, int, int, int, int, int>& t) {
         auto [wi, hi, oxi, oyi, construction, nudge, fraction_bits] = t;
         const double unit = std::ldexp(1.0, -fraction_bits);
@@ -164,8 +137,8 @@ rc::Gen<Boxes> exact_threshold(DType dtype, double focus, int n) {
   auto [p, q] = *fraction;
   const int max_m = std::max(1, 1024 / (p + q));
   auto pair = rc::gen::map(
-      rc::gen::tuple(rc::gen::inRange(1, max_m + 1), rc::gen::inRange(1, 33),
-                     rc::gen::inRange(0, 513), rc::gen::inRange(0, 513), rc::gen::inRange(0, 3)),
+      rc::gen::tuple(in_range(1, max_m + 1), in_range(1, 33),
+                     in_range(0, 513), in_range(0, 513), in_range(0, 3)),
       [p, q](const std::tuple<int, int, int, int, int>& t) {
         auto [m, h, ox, oy, construction] = t;
         double w = m * (q + p), shift = m * (q - p);
@@ -191,7 +164,7 @@ rc::Gen<Boxes> exact_threshold(DType dtype, double focus, int n) {
 rc::Gen<Boxes> duplicates(DType dtype, int n) {
   return rc::gen::mapcat(uniform(dtype, std::min(n, 3) + 1), [n](const Boxes& base) {
     return rc::gen::map(
-        rc::gen::container<std::vector<int>>(n, rc::gen::inRange(0, static_cast<int>(base.size()))),
+        rc::gen::container<std::vector<int>>(n, in_range(0, static_cast<int>(base.size()))),
         [base](const std::vector<int>& picks) {
           Boxes boxes;
           for (int i : picks) boxes.push_back(base[i]);
@@ -202,8 +175,8 @@ rc::Gen<Boxes> duplicates(DType dtype, int n) {
 
 rc::Gen<Boxes> degenerate(int n) {
   auto box = rc::gen::map(
-      rc::gen::tuple(rc::gen::inRange(0, 256), rc::gen::inRange(0, 256), rc::gen::inRange(0, 64),
-                     rc::gen::inRange(0, 64), rc::gen::inRange(0, 3)),
+      rc::gen::tuple(in_range(0, 256), in_range(0, 256), in_range(0, 64),
+                     in_range(0, 64), in_range(0, 3)),
       [](const std::tuple<int, int, int, int, int>& t) {
         auto [x, y, w, h, shape] = t;
         if (shape == 0) w = 0;                 // zero width
@@ -217,13 +190,13 @@ rc::Gen<Boxes> degenerate(int n) {
 rc::Gen<Boxes> far_from_origin(DType dtype, int n) {
   const int max_exponent = dtype == DType::fp16 ? 14 : 30;
   return rc::gen::mapcat(
-      rc::gen::tuple(rc::gen::inRange(8, max_exponent + 1), rc::gen::element(1.0, -1.0)),
+      rc::gen::tuple(in_range(8, max_exponent + 1), rc::gen::element(1.0, -1.0)),
       [n](const std::tuple<int, double>& setup) {
         auto [exponent, sign] = setup;
         const double offset = sign * std::ldexp(1.0, exponent);
         auto box = rc::gen::map(
-            rc::gen::tuple(rc::gen::inRange(0, 256), rc::gen::inRange(0, 256),
-                           rc::gen::inRange(0, 64), rc::gen::inRange(0, 64)),
+            rc::gen::tuple(in_range(0, 256), in_range(0, 256),
+                           in_range(0, 64), in_range(0, 64)),
             [offset](const std::tuple<int, int, int, int>& t) {
               auto [x, y, w, h] = t;
               double x1 = offset + x / 4.0, y1 = offset + y / 4.0;
@@ -236,8 +209,8 @@ rc::Gen<Boxes> far_from_origin(DType dtype, int n) {
 rc::Gen<Boxes> spanning(DType dtype, int n) {
   const double cap = coordinate_cap(dtype);
   auto box = rc::gen::map(
-      rc::gen::tuple(rc::gen::inRange(1, 9), rc::gen::inRange(1, 9), rc::gen::inRange(1, 9),
-                     rc::gen::inRange(1, 9)),
+      rc::gen::tuple(in_range(1, 9), in_range(1, 9), in_range(1, 9),
+                     in_range(1, 9)),
       [cap](const std::tuple<int, int, int, int>& t) {
         auto [a, b, c, d] = t;
         return Box{-cap * a / 8, -cap * c / 8, cap * b / 8, cap * d / 8};
@@ -246,7 +219,7 @@ rc::Gen<Boxes> spanning(DType dtype, int n) {
 }
 
 rc::Gen<Boxes> extreme(int n) {
-  return rc::gen::mapcat(rc::gen::inRange(20, 71), [n](int exponent) {
+  return rc::gen::mapcat(in_range(20, 71), [n](int exponent) {
     return lattice_boxes(std::ldexp(1.0, exponent), 1024, 1.0, n);
   });
 }
@@ -264,6 +237,19 @@ rc::Gen<Boxes> scenario_part(DType dtype, double focus, int n) {
 }
 
 }  // namespace
+
+rc::Gen<int> count(int max_count) {
+  return rc::gen::withSize([max_count](int size) {
+    const int cap = std::max(std::min(max_count, 2), max_count * std::clamp(size, 0, 100) / 100);
+    std::vector<std::pair<std::size_t, rc::Gen<int>>> choices = {
+        {3, in_range(0, std::min(3, cap + 1))},
+        {4, in_range(0, std::min(17, cap + 1))},
+        {3, in_range(0, cap + 1)},
+    };
+    if (size >= 50) choices.push_back({1, rc::gen::just(max_count)});
+    return weighted(choices);
+  });
+}
 
 std::string scenario_name(Scenario scenario) {
   switch (scenario) {
@@ -293,7 +279,7 @@ rc::Gen<std::vector<Box>> box_set(const BoxGenOptions& options, double focus) {
   auto part = rc::gen::mapcat(count(max_boxes), [dtype, focus](int n) {
     return scenario_part(dtype, focus, n);
   });
-  auto parts = rc::gen::mapcat(rc::gen::inRange(1, 4), [part](int how_many) {
+  auto parts = rc::gen::mapcat(in_range(1, 4), [part](int how_many) {
     return rc::gen::container<std::vector<Boxes>>(how_many, part);
   });
   auto assembled = rc::gen::map(parts, [dtype, max_boxes](const std::vector<Boxes>& pieces) {
@@ -313,7 +299,7 @@ rc::Gen<std::vector<double>> scores(DType dtype, std::size_t count) {
     for (double& v : values) v = round_to(dtype, v);
     return values;
   };
-  auto distinct = rc::gen::map(rc::gen::container<std::vector<int>>(count, rc::gen::inRange(0, 1 << 20)),
+  auto distinct = rc::gen::map(rc::gen::container<std::vector<int>>(count, in_range(0, 1 << 20)),
                                [rounded](const std::vector<int>& ks) {
                                  std::vector<double> values;
                                  for (int k : ks) values.push_back(std::ldexp(k, -20));
@@ -337,7 +323,7 @@ rc::Gen<double> iou_threshold() {
   return rc::gen::weightedOneOf<double>({
       {4, rc::gen::element(0.5, 0.25, 0.75, 0.375, 0.625)},
       {4, rc::gen::element(0.7, 0.3, 0.45, 0.6, 0.65, 0.9, 0.1)},
-      {2, rc::gen::map(rc::gen::inRange(0, 1001), [](int k) { return k / 1000.0; })},
+      {2, rc::gen::map(in_range(0, 1001), [](int k) { return k / 1000.0; })},
       {1, rc::gen::element(0.0, 1.0)},
   });
 }
@@ -354,7 +340,7 @@ rc::Gen<NmsProblem> nms_problem(const BoxGenOptions& options) {
 }
 
 rc::Gen<BoxIouProblem> box_iou_problem(const BoxGenOptions& options) {
-  auto focus = rc::gen::map(rc::gen::inRange(1, 100), [](int k) { return k / 100.0; });
+  auto focus = rc::gen::map(in_range(1, 100), [](int k) { return k / 100.0; });
   return rc::gen::mapcat(focus, [options](double f) {
     auto independent = rc::gen::map(rc::gen::pair(box_set(options, f), box_set(options, f)),
                                     [](const std::pair<std::vector<Box>, std::vector<Box>>& sets) {

@@ -20,17 +20,16 @@ std::vector<compare::ExpectedValue> expected_values(const BoxIouProblem& problem
   std::vector<compare::ExpectedValue> expected;
   for (const oracles::IouTerms& terms : oracles::box_iou(problem.boxes1, problem.boxes2)) {
     const double oracle_error = terms.bound(DType::fp64);
-    expected.push_back({terms.value, terms.undefined,
-                        oracles::kIouBoundSafety * (terms.bound(strict) + oracle_error),
-                        oracles::kIouBoundSafety * (terms.bound(dtype) + oracle_error),
-                        terms.range_ok(strict)});
+    expected.push_back(compare::ExpectedValue::point(
+        terms.value, oracles::kIouBoundSafety * (terms.bound(strict) + oracle_error),
+        oracles::kIouBoundSafety * (terms.bound(dtype) + oracle_error), terms.range_ok(strict), terms.undefined));
   }
   return expected;
 }
 
 // What compare_continuous allows under the strict tier, for display.
 double strict_tolerance(const compare::ExpectedValue& e, DType dtype) {
-  return e.strict_bound + half_ulp(accumulate_type(dtype), e.value);
+  return e.strict.bound + half_ulp(accumulate_type(dtype), e.value);
 }
 
 std::optional<compare::Verdict> rerun_identical(const BoxIouProblem& changed,
@@ -40,7 +39,7 @@ std::optional<compare::Verdict> rerun_identical(const BoxIouProblem& changed,
                                                 const std::string& message, bool transpose) {
   auto run = run_guarded(target, changed, dtype, device, property);
   if (auto* verdict = std::get_if<compare::Verdict>(&run)) return *verdict;
-  HostTensor output = std::get<HostTensor>(run);
+  HostTensor output = std::get<std::vector<HostTensor>>(run).front();
   if (transpose && output.shape.size() == 2) {
     HostTensor transposed = output;
     const auto rows = output.shape[0], cols = output.shape[1];
@@ -65,8 +64,8 @@ std::optional<compare::Verdict> rerun_identical(const BoxIouProblem& changed,
 compare::Judgement judge(const BoxIouProblem& problem, const BoxIouTarget& target, DType dtype,
                          Device device) {
   auto run = run_guarded(target, problem, dtype, device);
-  if (auto* verdict = std::get_if<compare::Verdict>(&run)) return {{*verdict}, -1, std::nullopt};
-  const HostTensor& iou = std::get<HostTensor>(run);
+  if (auto* verdict = std::get_if<compare::Verdict>(&run)) return {{*verdict}, -1, {}};
+  const HostTensor& iou = std::get<std::vector<HostTensor>>(run).front();
   // torchvision's contract: _upcast turns fp16/bf16 results into fp32.
   compare::OutputContract contract{"iou",
                                    {static_cast<std::int64_t>(problem.boxes1.size()),
@@ -75,7 +74,7 @@ compare::Judgement judge(const BoxIouProblem& problem, const BoxIouTarget& targe
                                    device};
   compare::Judgement judgement =
       compare::compare_continuous(iou, expected_values(problem, dtype), contract, dtype);
-  judgement.output = iou;
+  judgement.outputs = {iou};
   if (!judgement.consistent()) return judgement;
 
   std::vector<Box> all = problem.boxes1;
@@ -127,7 +126,8 @@ std::unique_ptr<OpHarness> make_box_iou_harness(std::vector<BoxIouTarget> target
                           {"iou", values},
                           {"tolerance", tolerance}};
   };
-  definition.side_by_side = [](const BoxIouProblem& p, const HostTensor& iou, DType dtype) {
+  definition.side_by_side = [](const BoxIouProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
+    const HostTensor& iou = outputs.front();
     std::vector<double> oracle, tolerance;
     for (const auto& e : expected_values(p, dtype)) {
       oracle.push_back(e.value);

@@ -23,7 +23,7 @@ std::optional<compare::Verdict> scale_invariance(const NmsProblem& problem, cons
   scaled.boxes = scale_boxes(problem.boxes, exponent);
   auto run = run_guarded(target, scaled, dtype, device, "scale_invariance");
   if (auto* verdict = std::get_if<compare::Verdict>(&run)) return *verdict;
-  const HostTensor& scaled_keep = std::get<HostTensor>(run);
+  const HostTensor& scaled_keep = std::get<std::vector<HostTensor>>(run).front();
   if (identical(keep, scaled_keep)) return std::nullopt;
   return compare::Verdict{
       FindingKind::mismatch, "scale_invariance",
@@ -47,7 +47,7 @@ std::optional<compare::Verdict> permutation_invariance(const NmsProblem& problem
   }
   auto run = run_guarded(target, permuted, dtype, device, "permutation_invariance");
   if (auto* verdict = std::get_if<compare::Verdict>(&run)) return *verdict;
-  HostTensor mapped = std::get<HostTensor>(run);
+  HostTensor mapped = std::get<std::vector<HostTensor>>(run).front();
   for (double& index : mapped.values)
     if (index >= 0 && index < static_cast<double>(permutation.size()))
       index = static_cast<double>(permutation[static_cast<std::size_t>(index)]);
@@ -61,10 +61,10 @@ std::optional<compare::Verdict> permutation_invariance(const NmsProblem& problem
 compare::Judgement judge(const NmsProblem& problem, const NmsTarget& target, DType dtype,
                          Device device) {
   auto run = run_guarded(target, problem, dtype, device);
-  if (auto* verdict = std::get_if<compare::Verdict>(&run)) return {{*verdict}, -1, std::nullopt};
-  const HostTensor& keep = std::get<HostTensor>(run);
+  if (auto* verdict = std::get_if<compare::Verdict>(&run)) return {{*verdict}, -1, {}};
+  const HostTensor& keep = std::get<std::vector<HostTensor>>(run).front();
   compare::Judgement judgement = compare::judge_nms_output(problem, keep, dtype, device);
-  judgement.output = keep;
+  judgement.outputs = {keep};
   if (!judgement.consistent()) return judgement;
   if (auto verdict = scale_invariance(problem, target, dtype, device, keep))
     judgement.verdicts.push_back(*verdict);
@@ -108,9 +108,9 @@ std::unique_ptr<OpHarness> make_nms_harness(std::vector<NmsTarget> targets) {
       suppressions.push_back({{"kept", s.kept}, {"suppressed", s.suppressed}, {"iou", s.iou}});
     return nlohmann::json{{"keep", reference.keep}, {"suppressions", suppressions}};
   };
-  definition.side_by_side = [](const NmsProblem& p, const HostTensor& keep, DType) {
+  definition.side_by_side = [](const NmsProblem& p, const std::vector<HostTensor>& outputs, DType) {
     const auto reference = oracles::nms(p).keep;
-    return lists_side_by_side("keep", keep.values, std::vector<double>(reference.begin(), reference.end()));
+    return lists_side_by_side("keep", outputs.front().values, std::vector<double>(reference.begin(), reference.end()));
   };
   definition.probe = {{{0, 0, 2, 2}, {1, 1, 3, 3}}, {0.75, 0.5}, 0.5};
   return std::make_unique<TypedOpHarness<NmsProblem>>(std::move(definition));

@@ -36,7 +36,7 @@ struct CaseOutcome {
 
 struct ShrinkLimits {
   std::chrono::steady_clock::time_point deadline;
-  int max_evaluations = 2000;
+  int max_evaluations = 5000;
   // Called after each accepted step with (steps so far, boxes in the case): progress.
   std::function<void(int, std::size_t)> on_step;
 };
@@ -111,5 +111,7 @@ Registry default_registry(const kernels::KernelConfig& config);
 // Builders used by default_registry, and by tests that plant their own targets.
 std::unique_ptr<OpHarness> make_nms_harness(std::vector<kernels::Target<NmsProblem>> targets);
 std::unique_ptr<OpHarness> make_box_iou_harness(std::vector<kernels::Target<BoxIouProblem>> targets);
+std::unique_ptr<OpHarness> make_roi_align_harness(std::vector<kernels::Target<RoiAlignProblem>> targets);
+std::unique_ptr<OpHarness> make_roi_pool_harness(std::vector<kernels::Target<RoiPoolProblem>> targets);
 
 }  // namespace detfuzz::fuzz

@@ -13,6 +13,7 @@
 #include "fuzz/gen/boxes.h"
 #include "fuzz/ops/minimize.h"
 #include "fuzz/ops/op_harness.h"
+#include "fuzz/ops/render.h"
 #include "model/error.h"
 
 namespace detfuzz::fuzz {
@@ -35,22 +36,24 @@ struct OpDefinition {
   std::function<std::vector<Problem>(const Problem&, DType)> smaller;
   // The oracle's answer as JSON, and the kernel's output beside it for people.
   std::function<nlohmann::json(const Problem&, DType)> oracle_json;
-  std::function<std::string(const Problem&, const HostTensor&, DType)> side_by_side;
+  std::function<std::string(const Problem&, const std::vector<HostTensor>&, DType)> side_by_side;
   Problem probe;  // a tiny valid input: a kernel that rejects it lacks the dtype/device
 };
 
-// Runs a target and returns its first output; anything it throws becomes a verdict of kind
-// `exception`, and no output at all a `shape` verdict.
+// Runs a target and returns its outputs; anything it throws becomes a verdict of kind
+// `exception`, and fewer outputs than the op's contract has a `shape` verdict.
 template <class Problem>
-std::variant<HostTensor, compare::Verdict> run_guarded(const kernels::Target<Problem>& target,
-                                                      const Problem& problem, DType dtype,
-                                                      Device device,
-                                                      const std::string& property = "kernel") {
+std::variant<std::vector<HostTensor>, compare::Verdict> run_guarded(
+    const kernels::Target<Problem>& target, const Problem& problem, DType dtype, Device device,
+    const std::string& property = "kernel", std::size_t expected_outputs = 1) {
   try {
     std::vector<HostTensor> outputs = target.run(problem, dtype, device);
-    if (outputs.empty())
-      return compare::Verdict{FindingKind::shape, "contract", "the kernel returned no output", {}};
-    return std::move(outputs.front());
+    if (outputs.size() < expected_outputs)
+      return compare::Verdict{FindingKind::shape, "contract",
+                              "the kernel returned " + std::to_string(outputs.size()) + " outputs, the op has " +
+                                  std::to_string(expected_outputs),
+                              {}};
+    return outputs;
   } catch (const std::exception& error) {
     std::string message = error.what();
     message = message.substr(0, message.find('\n'));
@@ -58,8 +61,6 @@ std::variant<HostTensor, compare::Verdict> run_guarded(const kernels::Target<Pro
                             {{"exception", message}}};
   }
 }
-
-nlohmann::json host_tensor_json(const HostTensor& tensor);
 
 template <class Problem>
 class TypedOpHarness final : public OpHarness {
@@ -142,13 +143,16 @@ class TypedOpHarness final : public OpHarness {
       ++result.steps;
       if (limits.on_step) limits.on_step(result.steps, def_.size(best));
     };
-    // 1. RapidCheck's integrated shrinking: smaller counts, integers, plainer values.
-    for (bool improved = true; improved && !limited;) {
+    // 1. RapidCheck's integrated shrinking: smaller counts, integers, plainer values. It
+    // shrinks element by element, which for a case that must keep many boxes can take every
+    // evaluation; it gets half, the domain pass (which simplifies values too) the rest.
+    const int rapidcheck_share = limits.max_evaluations / 2;
+    for (bool improved = true; improved && !limited && evaluations < rapidcheck_share;) {
       improved = false;
       auto shrinks = current.shrinks();
       int index = 0;
       for (auto candidate = shrinks.next(); candidate; candidate = shrinks.next(), ++index) {
-        if (out_of_budget()) break;
+        if (evaluations >= rapidcheck_share || out_of_budget()) break;
         Problem smaller = candidate->value();
         if (auto verdict = still_fails(smaller)) {
           current = *candidate;
@@ -159,19 +163,28 @@ class TypedOpHarness final : public OpHarness {
         }
       }
     }
-    // 2. The op's own moves: delete boxes (ddmin), then make values plainer.
-    for (bool improved = true; improved && !limited;) {
-      improved = false;
+    // 2. The op's own moves: delete boxes (ddmin), then make values plainer. After a
+    // success the scan resumes at the same position (the candidate list keeps its layout),
+    // so the deletions that already failed are not retried for every accepted plainer value;
+    // a pass that improved something is followed by a fresh one.
+    for (std::size_t resume = 0, improved = 0; !limited;) {
       std::vector<Problem> candidates = def_.smaller(best, request.dtype);
-      for (std::size_t index = 0; index < candidates.size(); ++index) {
+      bool accepted_one = false;
+      for (std::size_t index = resume; index < candidates.size(); ++index) {
         if (out_of_budget()) break;
         if (auto verdict = still_fails(candidates[index])) {
           best = std::move(candidates[index]);
           accepted(result.path.domain, static_cast<int>(index), std::move(*verdict));
-          improved = true;
+          resume = index;
+          ++improved;
+          accepted_one = true;
           break;
         }
       }
+      if (accepted_one || limited) continue;
+      if (improved == 0) break;
+      resume = 0;
+      improved = 0;
     }
     result.complete = !limited;
     return finish();
@@ -187,9 +200,15 @@ class TypedOpHarness final : public OpHarness {
       return evaluation;
     }
     evaluation.judgement = def_.judge(problem, find_target(target), dtype, device);
-    if (evaluation.judgement.output) {
-      evaluation.output = host_tensor_json(*evaluation.judgement.output);
-      evaluation.side_by_side = def_.side_by_side(problem, *evaluation.judgement.output, dtype);
+    const auto& outputs = evaluation.judgement.outputs;
+    if (!outputs.empty()) {
+      if (outputs.size() == 1) {
+        evaluation.output = host_tensor_json(outputs.front());
+      } else {
+        evaluation.output = nlohmann::json::array();
+        for (const auto& output : outputs) evaluation.output.push_back(host_tensor_json(output));
+      }
+      evaluation.side_by_side = def_.side_by_side(problem, outputs, dtype);
     }
     return evaluation;
   }

@@ -14,7 +14,7 @@ HostTensor output(double a, double b, std::string dtype = "fp32") {
 }
 
 // Oracle 0.5 with a strict bound of 1e-7 and a storage bound of 1e-3.
-ExpectedValue half(bool range_ok = true) { return {0.5, false, 1e-7, 1e-3, range_ok}; }
+ExpectedValue half(bool range_ok = true) { return ExpectedValue::point(0.5, 1e-7, 1e-3, range_ok); }
 
 FindingKind only_kind(const Judgement& j) {
   EXPECT_EQ(j.verdicts.size(), 1u);
@@ -58,16 +58,28 @@ TEST(ContinuousCompare, NanForAFiniteTrueValueIsNan) {
 }
 
 TEST(ContinuousCompare, UndefinedTrueValueAcceptsAnything) {
-  ExpectedValue undefined{NAN, true, 0, 0, true};
+  ExpectedValue undefined = ExpectedValue::point(NAN, 0, 0, true, true);
   EXPECT_TRUE(compare_continuous(output(NAN, 0.5), {undefined, half()}, contract(), DType::fp32).consistent());
   EXPECT_TRUE(compare_continuous(output(0.0, 0.5), {undefined, half()}, contract(), DType::fp32).consistent());
 }
 
 TEST(ContinuousCompare, ExactExpectationAllowsOnlyOutputRounding) {
-  ExpectedValue exact{0.5, false, 0, 0, true};
+  ExpectedValue exact = ExpectedValue::point(0.5, 0, 0, true);
   EXPECT_TRUE(compare_continuous(output(0.5, 0.5), {exact, exact}, contract(), DType::fp32).consistent());
   EXPECT_FALSE(compare_continuous(output(0.5, 0.5 + std::ldexp(1.0, -23)), {exact, exact}, contract(),
                                   DType::fp32).consistent());
+}
+
+TEST(ContinuousCompare, IntervalsAcceptEveryValueTheirTierLeavesOpen) {
+  // Storage arithmetic may flip a decision between 0 and 8; accumulate-type arithmetic may not.
+  ExpectedValue open{0.0, false, {0.0, 0.0, 1e-7}, {0.0, 8.0, 1e-3}, true};
+  EXPECT_TRUE(compare_continuous(output(0.0, 0.0), {open, open}, contract(), DType::fp16).consistent());
+  EXPECT_EQ(only_kind(compare_continuous(output(0.0, 8.0), {open, open}, contract(), DType::fp16)),
+            FindingKind::precision);
+  EXPECT_EQ(only_kind(compare_continuous(output(0.0, 4.0), {open, open}, contract(), DType::fp16)),
+            FindingKind::precision);
+  EXPECT_EQ(only_kind(compare_continuous(output(0.0, 8.5), {open, open}, contract(), DType::fp16)),
+            FindingKind::mismatch);
 }
 
 TEST(ContinuousCompare, OneVerdictPerKindNamingTheWorstElement) {

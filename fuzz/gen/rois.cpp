@@ -1,0 +1,179 @@
+#include "fuzz/gen/rois.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+#include "fuzz/gen/common.h"
+
+namespace detfuzz::gen {
+namespace {
+
+constexpr int kMaxSide = 24;
+constexpr int kMaxRois = 12;
+
+std::vector<double> rounded(DType dtype, std::vector<double> values) {
+  for (double& v : values) v = round_to(dtype, v);
+  return values;
+}
+
+// Values for `count` positions of a map of `height` x `width` (repeated per image and
+// channel), by kind.
+rc::Gen<std::vector<double>> map_values(DType dtype, std::int64_t count, std::int64_t height, std::int64_t width) {
+  const auto n = static_cast<std::size_t>(count);
+  auto constant = rc::gen::map(in_range(-8, 9), [n](int c) { return std::vector<double>(n, c); });
+  auto ramp = rc::gen::map(
+      rc::gen::tuple(in_range(-4, 5), in_range(-4, 5), in_range(-16, 17)),
+      [n, height, width](const std::tuple<int, int, int>& t) {
+        auto [sx, sy, offset] = t;
+        std::vector<double> values(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          const auto x = static_cast<std::int64_t>(i) % width, y = (static_cast<std::int64_t>(i) / width) % height;
+          values[i] = offset + sx * static_cast<double>(x) + sy * static_cast<double>(y);
+        }
+        return values;
+      });
+  auto checkerboard = rc::gen::map(rc::gen::element(1.0, 100.0, 1000.0), [n, height, width](double amplitude) {
+    std::vector<double> values(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto x = static_cast<std::int64_t>(i) % width, y = (static_cast<std::int64_t>(i) / width) % height;
+      values[i] = (x + y) % 2 ? amplitude : -amplitude;
+    }
+    return values;
+  });
+  auto noise = rc::gen::mapcat(in_range(0, 11), [n](int fraction_bits) {
+    return rc::gen::map(rc::gen::container<std::vector<int>>(n, in_range(-1024, 1025)),
+                        [fraction_bits](const std::vector<int>& ks) {
+                          std::vector<double> values;
+                          for (int k : ks) values.push_back(std::ldexp(k, -fraction_bits));
+                          return values;
+                        });
+  });
+  // Near the dtype's maximum (a quarter of it for the largest): fp16 sums of a few of them
+  // overflow, fp64 ones lie below -FLT_MAX.
+  const double big = float_format(dtype).max_finite / 4;
+  auto huge = rc::gen::map(rc::gen::container<std::vector<int>>(n, in_range(-64, 65)),
+                           [big](const std::vector<int>& ks) {
+                             std::vector<double> values;
+                             for (int k : ks) values.push_back(big * k / 64);
+                             return values;
+                           });
+  return rc::gen::map(weighted<std::vector<double>>({{2, constant}, {3, ramp}, {2, checkerboard}, {4, noise}, {1, huge}}),
+                      [dtype](std::vector<double> values) { return rounded(dtype, std::move(values)); });
+}
+
+// Corners and extents in 1/64ths of the image (plus an off-grid fraction in 1/1024ths of a
+// pixel), by placement.
+rc::Gen<Roi> one_roi(std::int64_t batch, double image_w, double image_h, double scale, DType dtype) {
+  using Placement = std::tuple<int, int, int, int>;  // a_lo, a_hi, b_lo, b_hi in 1/64ths
+  auto placement = weighted<Placement>({
+      {4, rc::gen::just(Placement{0, 63, 1, 64})},       // inside
+      {2, rc::gen::just(Placement{-32, 63, 32, 96})},    // partly outside
+      {1, rc::gen::just(Placement{65, 128, 1, 32})},     // wholly outside (right/below)
+      {1, rc::gen::just(Placement{-64, -1, 1, 64})},     // negative corners
+      {1, rc::gen::just(Placement{0, 63, 0, 0})},        // zero size
+      {1, rc::gen::just(Placement{-64, 0, 64, 256})},    // very large
+  });
+  auto axis = [](const Placement& p) {
+    auto [a_lo, a_hi, b_lo, b_hi] = p;
+    return rc::gen::tuple(in_range(a_lo, a_hi + 1), in_range(b_lo, b_hi + 1),
+                          in_range(0, 1024), in_range(0, 1024));
+  };
+  return rc::gen::mapcat(rc::gen::pair(placement, in_range(0, 6)), [=](const std::pair<Placement, int>& setup) {
+    const auto& [place, sub_pixel] = setup;
+    return rc::gen::map(
+        rc::gen::tuple(in_range<std::int64_t>(0, batch), axis(place), axis(place)),
+        [=](const std::tuple<std::int64_t, std::tuple<int, int, int, int>, std::tuple<int, int, int, int>>& t) {
+          const auto& [image, xs, ys] = t;
+          auto corners = [&](const std::tuple<int, int, int, int>& a, double extent) {
+            auto [start, size, start_fraction, size_fraction] = a;
+            const double pixel = 1.0 / scale;  // one feature pixel in image units
+            double lo = extent * start / 64 + pixel * start_fraction / 1024;
+            double length = extent * size / 64 + pixel * size_fraction / 1024;
+            if (sub_pixel == 0) length = pixel * size_fraction / 4096;  // under a quarter pixel
+            return std::pair<double, double>{round_to(dtype, lo), round_to(dtype, lo + length)};
+          };
+          auto [x1, x2] = corners(xs, image_w);
+          auto [y1, y2] = corners(ys, image_h);
+          return Roi{static_cast<double>(image), x1, y1, std::max(x1, x2), std::max(y1, y2)};
+        });
+  });
+}
+
+}  // namespace
+
+rc::Gen<FeatureMap> feature_map(DType dtype) {
+  return rc::gen::withSize([dtype](int size) {
+    const int side = std::max(1, kMaxSide * std::clamp(size, 0, 100) / 100);
+    return rc::gen::mapcat(
+        rc::gen::tuple(in_range<std::int64_t>(1, 4), in_range<std::int64_t>(1, 5),
+                       in_range<std::int64_t>(1, side + 1), in_range<std::int64_t>(1, side + 1)),
+        [dtype](const std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>& shape) {
+          auto [batch, channels, height, width] = shape;
+          return rc::gen::map(map_values(dtype, batch * channels * height * width, height, width),
+                              [=](std::vector<double> values) {
+                                return FeatureMap{batch, channels, height, width, std::move(values)};
+                              });
+        });
+  });
+}
+
+rc::Gen<std::vector<Roi>> rois(const FeatureMap& map, double spatial_scale, DType dtype, int max_rois) {
+  const double image_w = static_cast<double>(map.width) / spatial_scale;
+  const double image_h = static_cast<double>(map.height) / spatial_scale;
+  auto roi = one_roi(map.batch, image_w, image_h, spatial_scale, dtype);
+  return rc::gen::mapcat(count(std::min(max_rois, kMaxRois)),
+                         [roi](int k) { return rc::gen::container<std::vector<Roi>>(static_cast<std::size_t>(k), roi); });
+}
+
+rc::Gen<double> spatial_scale() {
+  return weighted<double>({
+      {6, rc::gen::element(1.0, 0.25, 0.125, 0.0625, 0.03125)},
+      {2, rc::gen::map(in_range(1, 201), [](int k) { return k / 100.0; })},
+  });
+}
+
+namespace {
+
+rc::Gen<std::int64_t> pooled_size() {
+  return weighted<std::int64_t>({{3, rc::gen::element<std::int64_t>(1, 2, 7)}, {2, in_range<std::int64_t>(1, 15)}});
+}
+
+// The map and RoIs every RoI op draws: a map, a scale (as the kernel receives it, a
+// double), RoIs at that scale.
+template <class Problem, class Finish>
+rc::Gen<Problem> roi_problem(const BoxGenOptions& options, Finish finish) {
+  const DType dtype = options.dtype;
+  const int max_rois = std::max(0, options.max_boxes);
+  return rc::gen::mapcat(rc::gen::pair(feature_map(dtype), spatial_scale()),
+                         [=](const std::pair<FeatureMap, double>& setup) {
+                           const auto& [map, scale] = setup;
+                           return rc::gen::mapcat(rois(map, scale, dtype, max_rois),
+                                                  [=](const std::vector<Roi>& roi_list) {
+                                                    return finish(map, roi_list, scale);
+                                                  });
+                         });
+}
+
+}  // namespace
+
+rc::Gen<RoiAlignProblem> roi_align_problem(const BoxGenOptions& options) {
+  return roi_problem<RoiAlignProblem>(options, [](const FeatureMap& map, const std::vector<Roi>& roi_list, double scale) {
+    return rc::gen::map(rc::gen::tuple(pooled_size(), pooled_size(), rc::gen::element<std::int64_t>(-1, 0, 1, 2, 4),
+                                       rc::gen::element(false, true)),
+                        [=](const std::tuple<std::int64_t, std::int64_t, std::int64_t, bool>& t) {
+                          auto [ph, pw, ratio, aligned] = t;
+                          return RoiAlignProblem{map, roi_list, scale, ph, pw, ratio, aligned};
+                        });
+  });
+}
+
+rc::Gen<RoiPoolProblem> roi_pool_problem(const BoxGenOptions& options) {
+  return roi_problem<RoiPoolProblem>(options, [](const FeatureMap& map, const std::vector<Roi>& roi_list, double scale) {
+    return rc::gen::map(rc::gen::pair(pooled_size(), pooled_size()), [=](const std::pair<std::int64_t, std::int64_t>& p) {
+      return RoiPoolProblem{map, roi_list, scale, p.first, p.second};
+    });
+  });
+}
+
+}  // namespace detfuzz::gen

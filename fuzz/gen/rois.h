@@ -1,0 +1,27 @@
+// RapidCheck generators of feature maps, RoIs and the RoIAlign / RoIPool problems built
+// from them. Values are rounded to the case's dtype; everything shrinks toward small maps,
+// few RoIs, integer coordinates and spatial_scale 1.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include "fuzz/gen/boxes.h"
+#include "model/problems.h"
+
+namespace detfuzz::gen {
+
+// Maps: constant, ramps (smooth), checkerboards (high frequency), dyadic noise, and
+// magnitudes near the dtype's maximum (both signs); 1-3 images, 1-4 channels, sides 1..24.
+rc::Gen<FeatureMap> feature_map(DType dtype);
+
+// RoIs for `map` at `spatial_scale`, in image coordinates: inside, partly or wholly
+// outside, negative, zero-size, sub-pixel, very large; batch indices over every image.
+rc::Gen<std::vector<Roi>> rois(const FeatureMap& map, double spatial_scale, DType dtype, int max_rois);
+
+// 1 and the FPN scales 1/4 .. 1/32 mostly, arbitrary ones too.
+rc::Gen<double> spatial_scale();
+
+rc::Gen<RoiAlignProblem> roi_align_problem(const BoxGenOptions& options);
+rc::Gen<RoiPoolProblem> roi_pool_problem(const BoxGenOptions& options);
+
+}  // namespace detfuzz::gen

@@ -1,0 +1,85 @@
+#include "fuzz/ops/roi_common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "fuzz/ops/minimize.h"
+
+namespace detfuzz::fuzz {
+namespace {
+
+// The map without channel/image/row/column `drop` along one axis, values copied.
+FeatureMap without_slice(const FeatureMap& map, int axis, std::int64_t drop) {
+  FeatureMap out = map;
+  std::int64_t* dims[4] = {&out.batch, &out.channels, &out.height, &out.width};
+  --*dims[axis];
+  out.values.clear();
+  for (std::int64_t n = 0; n < map.batch; ++n)
+    for (std::int64_t c = 0; c < map.channels; ++c)
+      for (std::int64_t y = 0; y < map.height; ++y)
+        for (std::int64_t x = 0; x < map.width; ++x) {
+          const std::int64_t index[4] = {n, c, y, x};
+          if (index[axis] != drop) out.values.push_back(map.at(n, c, y, x));
+        }
+  return out;
+}
+
+}  // namespace
+
+std::vector<MapAndRois> smaller_maps_and_rois(const FeatureMap& map, const std::vector<Roi>& rois, DType dtype) {
+  std::vector<MapAndRois> out;
+  for (auto range : removal_ranges(rois.size())) out.push_back({map, without(rois, range)});
+  if (map.channels > 1) out.push_back({without_slice(map, 1, map.channels - 1), rois});
+  for (std::int64_t image = map.batch - 1; image >= 0 && map.batch > 1; --image) {
+    const bool used = std::any_of(rois.begin(), rois.end(), [&](const Roi& r) { return r.batch_index == image; });
+    if (used) continue;
+    std::vector<Roi> renumbered = rois;
+    for (Roi& r : renumbered)
+      if (r.batch_index > image) r.batch_index -= 1;
+    out.push_back({without_slice(map, 0, image), renumbered});
+  }
+  if (map.height > 1) out.push_back({without_slice(map, 2, map.height - 1), rois});
+  if (map.width > 1) out.push_back({without_slice(map, 3, map.width - 1), rois});
+  // Plainer values: all at once first (a large map has too many to try one by one).
+  FeatureMap truncated = map;
+  for (double& v : truncated.values) v = round_to(dtype, std::trunc(v));
+  if (truncated.values != map.values) out.push_back({truncated, rois});
+  if (map.values.size() <= 64)
+    for (std::size_t i = 0; i < map.values.size(); ++i)
+      for (double v : simpler_values(map.values[i], dtype)) {
+        FeatureMap plainer = map;
+        plainer.values[i] = v;
+        out.push_back({plainer, rois});
+      }
+  for (std::size_t i = 0; i < rois.size(); ++i)
+    for (double Roi::*field : {&Roi::x1, &Roi::y1, &Roi::x2, &Roi::y2})
+      for (double v : simpler_values(rois[i].*field, dtype)) {
+        std::vector<Roi> plainer = rois;
+        plainer[i].*field = v;
+        const Roi& r = plainer[i];
+        if (r.x1 <= r.x2 && r.y1 <= r.y2) out.push_back({map, plainer});
+      }
+  return out;
+}
+
+std::optional<FeatureMap> doubled_map(const FeatureMap& map, DType dtype) {
+  // fp16's products of small bilinear weights with values are subnormal: doubling would
+  // not be exact there. Wider types: weights are >= 2^-48 of a value, far above subnormals.
+  if (dtype == DType::fp16 || dtype == DType::bf16) return std::nullopt;
+  const FloatFormat& format = float_format(dtype);
+  FeatureMap doubled = map;
+  for (double& v : doubled.values) {
+    if (v != 0 && (std::fabs(v) < std::ldexp(format.min_normal, 64) || std::fabs(v) > std::ldexp(format.max_finite, -32)))
+      return std::nullopt;
+    v *= 2;
+  }
+  return doubled;
+}
+
+std::vector<std::int64_t> pooled_shape(std::size_t rois, const FeatureMap& map, std::int64_t pooled_height,
+                                       std::int64_t pooled_width) {
+  return {static_cast<std::int64_t>(rois), map.channels, pooled_height, pooled_width};
+}
+
+}  // namespace detfuzz::fuzz

@@ -1,0 +1,73 @@
+// torchvision::roi_align(Tensor input, Tensor rois, float spatial_scale, int pooled_height,
+//   int pooled_width, int sampling_ratio, bool aligned) -> Tensor
+// torchvision::roi_pool(Tensor input, Tensor rois, float spatial_scale, int pooled_height,
+//   int pooled_width) -> (Tensor, Tensor)
+// both called boxed through the dispatcher.
+#include "dispatch.h"
+#include "kernels/tensor_convert.h"
+#include "model/error.h"
+
+namespace detfuzz::kernels {
+namespace {
+
+at::Tensor feature_tensor(const FeatureMap& map, DType dtype, Device device) {
+  return values_tensor(map.values, dtype, device).reshape({map.batch, map.channels, map.height, map.width});
+}
+
+at::Tensor rois_tensor(const std::vector<Roi>& rois, DType dtype, Device device) {
+  std::vector<double> flat;
+  for (const Roi& r : rois) flat.insert(flat.end(), {r.batch_index, r.x1, r.y1, r.x2, r.y2});
+  return values_tensor(flat, dtype, device).reshape({static_cast<int64_t>(rois.size()), 5});
+}
+
+c10::OperatorHandle loaded_op(const KernelConfig& config, const std::string& name) {
+  const LibraryStatus& library = load_torchvision(config);
+  if (!library.loaded) throw Error(ErrorKind::unavailable, library.error);
+  auto op = find_op(name);
+  if (!op) throw Error(ErrorKind::unavailable, name + " is not registered by " + library.path);
+  return *op;
+}
+
+template <class Problem>
+Target<Problem> torchvision_target(const KernelConfig& config, const std::string& op_name,
+                                   const std::string& description,
+                                   std::function<std::vector<c10::IValue>(const Problem&, DType, Device)> arguments) {
+  Target<Problem> target;
+  target.name = "torchvision";
+  target.description = description;
+  target.availability = [config, op_name](Device device) -> Availability {
+    const LibraryStatus& library = load_torchvision(config);
+    if (!library.loaded) return {false, library.error};
+    return op_availability(op_name, device);
+  };
+  target.run = [config, op_name, arguments](const Problem& problem, DType dtype, Device device) {
+    auto outputs = call_boxed(loaded_op(config, op_name), arguments(problem, dtype, device));
+    std::vector<HostTensor> host;
+    for (const auto& output : outputs) host.push_back(to_host(output.toTensor()));
+    return host;
+  };
+  return target;
+}
+
+}  // namespace
+
+Target<RoiAlignProblem> torchvision_roi_align_target(const KernelConfig& config) {
+  return torchvision_target<RoiAlignProblem>(
+      config, "torchvision::roi_align", "torchvision::roi_align from the loaded torchvision op library (boxed)",
+      [](const RoiAlignProblem& p, DType dtype, Device device) {
+        return std::vector<c10::IValue>{feature_tensor(p.input, dtype, device), rois_tensor(p.rois, dtype, device),
+                                        p.spatial_scale, p.pooled_height, p.pooled_width, p.sampling_ratio,
+                                        p.aligned};
+      });
+}
+
+Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config) {
+  return torchvision_target<RoiPoolProblem>(
+      config, "torchvision::roi_pool", "torchvision::roi_pool from the loaded torchvision op library (boxed)",
+      [](const RoiPoolProblem& p, DType dtype, Device device) {
+        return std::vector<c10::IValue>{feature_tensor(p.input, dtype, device), rois_tensor(p.rois, dtype, device),
+                                        p.spatial_scale, p.pooled_height, p.pooled_width};
+      });
+}
+
+}  // namespace detfuzz::kernels
