@@ -42,6 +42,7 @@ struct CellState {
   CellPlan plan;
   reports::CellSummary summary;
   std::map<std::string, std::size_t> finding_by_signature;  // index into report.findings
+  std::vector<double> case_errors;  // each case's largest normalized error
   double elapsed_s = 0;
   bool done = false;
 };
@@ -69,6 +70,15 @@ nlohmann::json config_json(const CampaignOptions& options, const std::vector<Cel
       options.cases_per_cell ? nlohmann::json(*options.cases_per_cell) : nlohmann::json(nullptr);
   config["budget_s"] = options.budget_s ? nlohmann::json(*options.budget_s) : nlohmann::json(nullptr);
   return config;
+}
+
+std::map<std::string, double> percentiles(std::vector<double> values) {
+  if (values.empty()) return {};
+  std::sort(values.begin(), values.end());
+  auto at = [&](double q) {
+    return values[std::min(values.size() - 1, static_cast<std::size_t>(q * static_cast<double>(values.size())))];
+  };
+  return {{"p50", at(0.5)}, {"p90", at(0.9)}, {"p99", at(0.99)}, {"p99.9", at(0.999)}, {"max", values.back()}};
 }
 
 }  // namespace
@@ -189,6 +199,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
       ++snapshot.cases;
       cell->summary.max_normalized_error =
           std::max(cell->summary.max_normalized_error, outcome.judgement.max_normalized_error);
+      if (outcome.judgement.max_normalized_error >= 0) cell->case_errors.push_back(outcome.judgement.max_normalized_error);
 
       for (const auto& verdict : outcome.judgement.verdicts) {
         const std::string kind(finding_kind_name(verdict.kind));
@@ -265,6 +276,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
 
   for (auto& cell : cells) {
     cell.summary.elapsed_s = cell.elapsed_s;
+    cell.summary.normalized_error_percentiles = percentiles(cell.case_errors);
     if (cell.summary.status != "unsupported") {
       bool failed = false;
       for (const auto& [signature, index] : cell.finding_by_signature)

@@ -39,6 +39,7 @@ nlohmann::json to_json(const Report& report) {
     cell["max_normalized_error"] =
         c.max_normalized_error < 0 ? nlohmann::json(nullptr) : nlohmann::json(c.max_normalized_error);
     if (!c.reason.empty()) cell["reason"] = c.reason;
+    if (!c.normalized_error_percentiles.empty()) cell["normalized_error_percentiles"] = c.normalized_error_percentiles;
     cells.push_back(cell);
   }
   nlohmann::json findings = nlohmann::json::array();
@@ -97,6 +98,19 @@ void print_summary(const Report& report, std::ostream& out) {
     if (status.size() > 90) status = status.substr(0, 87) + "...";
     fmt::print(out, "{:<8} {:<12} {:<5} {:<6} {:>9} {:>8} {:>10} {:>9}  {}\n", c.op, c.target,
                c.dtype, c.device, c.cases, rate, max_error, c.findings, status);
+  }
+  bool any_percentiles = false;
+  for (const auto& c : report.cells) any_percentiles = any_percentiles || !c.normalized_error_percentiles.empty();
+  if (any_percentiles) {
+    fmt::print(out, "\nnormalized error per case (|kernel - oracle| / tolerance, accumulate-type tier):\n");
+    fmt::print(out, "{:<9} {:<12} {:<5} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "op", "target", "dtype", "p50", "p90",
+               "p99", "p99.9", "max");
+    for (const auto& c : report.cells) {
+      if (c.normalized_error_percentiles.empty()) continue;
+      const auto& p = c.normalized_error_percentiles;
+      fmt::print(out, "{:<9} {:<12} {:<5} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g}\n", c.op, c.target, c.dtype,
+                 p.at("p50"), p.at("p90"), p.at("p99"), p.at("p99.9"), p.at("max"));
+    }
   }
   if (!report.findings.empty()) fmt::print(out, "\nfindings (minimized):\n");
   for (const auto& f : report.findings) {

@@ -22,6 +22,9 @@ struct CellSummary {
   std::string status = "ok";           // ok | failed | unsupported
   std::string reason;                  // why unsupported
   double max_normalized_error = -1;    // < 0: no continuous output compared
+  // Percentiles of the per-case largest normalized error ("p50", "p90", "p99", "p99.9",
+  // "max"); empty when no continuous output was compared.
+  std::map<std::string, double> normalized_error_percentiles;
   double elapsed_s = 0;
   std::map<std::string, std::uint64_t> occurrences_by_kind;  // cases per finding kind
 };

@@ -55,7 +55,7 @@ rc::Gen<std::vector<double>> map_values(DType dtype, std::int64_t count, std::in
   auto huge = rc::gen::map(rc::gen::container<std::vector<int>>(n, in_range(-64, 65)),
                            [big](const std::vector<int>& ks) {
                              std::vector<double> values;
-                             for (int k : ks) values.push_back(big * k / 64);
+                             for (int k : ks) values.push_back(big * (k / 64.0));  // big * k overflows fp64
                              return values;
                            });
   return rc::gen::map(weighted<std::vector<double>>({{2, constant}, {3, ramp}, {2, checkerboard}, {4, noise}, {1, huge}}),

@@ -233,6 +233,32 @@ TEST(Campaign, BoxIouContractBreaches) {
   EXPECT_NE(find(run(transposed, options({DType::fp32}, 200)), "shape"), nullptr);
 }
 
+Registry roi_align_registry(kernels::Target<RoiAlignProblem> target) {
+  Registry registry;
+  registry.ops.push_back(make_roi_align_harness({std::move(target)}));
+  return registry;
+}
+
+TEST(Campaign, CorrectRoiAlignWithAccumulateTypeArithmeticRaisesNoFailingFinding) {
+  Registry registry = roi_align_registry(testing::planted_roi_align("reference"));
+  reports::Report report = run(registry, options({kFloatDTypes.begin(), kFloatDTypes.end()}, 400));
+  for (const auto& f : report.findings) EXPECT_EQ(f.kind, "overflow") << kinds(report);
+  // fp16/bf16 outputs round to their dtype: up to exactly half an ulp, normalized error 1.
+  for (const auto& cell : report.cells) EXPECT_LE(cell.max_normalized_error, 1.0) << cell.dtype;
+}
+
+// The Faster R-CNN debugging stories: spatial_scale ignored, the aligned shift dropped.
+TEST(Campaign, CatchesRoiAlignIgnoringSpatialScaleOrAlignedWithOneRoi) {
+  for (auto deviation : {&testing::RoiAlignVariant::ignores_spatial_scale, &testing::RoiAlignVariant::ignores_aligned}) {
+    Registry registry = roi_align_registry(testing::planted_roi_align("broken", flag(deviation)));
+    reports::Report report = run(registry, options({DType::fp32}, 500));
+    const auto* finding = find(report, "mismatch");
+    ASSERT_NE(finding, nullptr) << kinds(report);
+    EXPECT_EQ(finding->size, 1u) << finding->input.dump();
+    EXPECT_LT(finding->found_after_s + finding->minimize_s, 5.0);
+  }
+}
+
 TEST(Campaign, UnknownNamesAreUsageErrorsListingTheKnownOnes) {
   Registry registry = nms_registry({testing::planted_nms("reference")});
   CampaignOptions o;

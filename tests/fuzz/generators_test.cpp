@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "fuzz/gen/boxes.h"
+#include "fuzz/gen/rois.h"
 #include "oracles/box_iou.h"
 
 namespace detfuzz::gen {
@@ -35,6 +36,24 @@ RC_GTEST_PROP(BoxGenerators, BoxIouProblemsAreValidRoundedAndCapped, ()) {
   RC_ASSERT(static_cast<int>(problem.boxes2.size()) <= max_boxes);
   for (const auto* set : {&problem.boxes1, &problem.boxes2})
     for (const Box& b : *set) RC_ASSERT(valid_in(dtype, b));
+}
+
+RC_GTEST_PROP(RoiGenerators, ProblemsAreFiniteRoundedAndIndexTheirImages, ()) {
+  const DType dtype = *rc::gen::elementOf(kFloatDTypes);
+  const RoiAlignProblem problem = *roi_align_problem({dtype, 64});
+  const FeatureMap& map = problem.input;
+  RC_ASSERT(static_cast<std::int64_t>(map.values.size()) == map.batch * map.channels * map.height * map.width);
+  for (double v : map.values) {
+    RC_ASSERT(std::isfinite(v));
+    RC_ASSERT(representable(dtype, v));
+  }
+  for (const Roi& r : problem.rois) {
+    RC_ASSERT(r.batch_index >= 0 && r.batch_index < static_cast<double>(map.batch));
+    RC_ASSERT(r.x1 <= r.x2 && r.y1 <= r.y2);
+    for (double v : {r.x1, r.y1, r.x2, r.y2}) RC_ASSERT(std::isfinite(v) && representable(dtype, v));
+  }
+  RC_ASSERT(problem.pooled_height >= 1 && problem.pooled_width >= 1);
+  RC_ASSERT(problem.spatial_scale > 0);
 }
 
 TEST(BoxGenerators, SameSeedAndSizeGiveTheSameProblem) {

@@ -112,4 +112,67 @@ kernels::Target<BoxIouProblem> planted_box_iou(const std::string& name, BoxIouVa
   return target;
 }
 
+kernels::Target<RoiAlignProblem> planted_roi_align(const std::string& name, RoiAlignVariant variant) {
+  kernels::Target<RoiAlignProblem> target;
+  target.name = name;
+  target.description = "test target: RoIAlign forward in plain C++";
+  target.availability = cpu_only;
+  target.run = [variant](const RoiAlignProblem& p, DType dtype, Device) {
+    const Arithmetic m{accumulate_type(dtype)};
+    const FeatureMap& map = p.input;
+    const double scale = variant.ignores_spatial_scale ? 1.0 : m.r(p.spatial_scale);
+    const double offset = p.aligned && !variant.ignores_aligned ? 0.5 : 0.0;
+    std::vector<double> out;
+    for (const Roi& roi : p.rois) {
+      const auto n = static_cast<std::int64_t>(roi.batch_index);
+      const double start_w = m.sub(m.mul(roi.x1, scale), offset), start_h = m.sub(m.mul(roi.y1, scale), offset);
+      double size_w = m.sub(m.sub(m.mul(roi.x2, scale), offset), start_w);
+      double size_h = m.sub(m.sub(m.mul(roi.y2, scale), offset), start_h);
+      if (!p.aligned) {
+        size_w = std::max(size_w, 1.0);
+        size_h = std::max(size_h, 1.0);
+      }
+      const double bin_h = m.div(size_h, static_cast<double>(p.pooled_height));
+      const double bin_w = m.div(size_w, static_cast<double>(p.pooled_width));
+      const int grid_h = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio) : static_cast<int>(std::ceil(bin_h));
+      const int grid_w = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio) : static_cast<int>(std::ceil(bin_w));
+      const double count = m.r(std::max(grid_h * grid_w, 1));
+      for (std::int64_t c = 0; c < map.channels; ++c)
+        for (std::int64_t ph = 0; ph < p.pooled_height; ++ph)
+          for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
+            double sum = 0;
+            for (int iy = 0; iy < grid_h; ++iy) {
+              const double y0 = m.add(m.add(start_h, m.mul(static_cast<double>(ph), bin_h)),
+                                      m.div(m.mul(iy + 0.5, bin_h), grid_h));
+              for (int ix = 0; ix < grid_w; ++ix) {
+                double x = m.add(m.add(start_w, m.mul(static_cast<double>(pw), bin_w)),
+                                 m.div(m.mul(ix + 0.5, bin_w), grid_w));
+                double y = y0;
+                if (y < -1.0 || y > static_cast<double>(map.height) || x < -1.0 || x > static_cast<double>(map.width))
+                  continue;
+                y = std::max(y, 0.0);
+                x = std::max(x, 0.0);
+                auto y_low = static_cast<std::int64_t>(y), x_low = static_cast<std::int64_t>(x);
+                std::int64_t y_high = y_low + 1, x_high = x_low + 1;
+                if (y_low >= map.height - 1) y = static_cast<double>(y_high = y_low = map.height - 1);
+                if (x_low >= map.width - 1) x = static_cast<double>(x_high = x_low = map.width - 1);
+                const double ly = m.sub(y, static_cast<double>(y_low)), lx = m.sub(x, static_cast<double>(x_low));
+                const double hy = m.sub(1.0, ly), hx = m.sub(1.0, lx);
+                double term = m.mul(m.mul(hy, hx), map.at(n, c, y_low, x_low));
+                term = m.add(term, m.mul(m.mul(hy, lx), map.at(n, c, y_low, x_high)));
+                term = m.add(term, m.mul(m.mul(ly, hx), map.at(n, c, y_high, x_low)));
+                term = m.add(term, m.mul(m.mul(ly, lx), map.at(n, c, y_high, x_high)));
+                sum = m.add(sum, term);
+              }
+            }
+            out.push_back(round_to(dtype, m.div(sum, count)));
+          }
+    }
+    std::vector<std::int64_t> shape{static_cast<std::int64_t>(p.rois.size()), map.channels, p.pooled_height,
+                                    p.pooled_width};
+    return std::vector<HostTensor>{tensor(shape, dtype, out)};
+  };
+  return target;
+}
+
 }  // namespace detfuzz::testing

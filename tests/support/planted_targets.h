@@ -39,6 +39,14 @@ struct BoxIouVariant {
 
 kernels::Target<BoxIouProblem> planted_box_iou(const std::string& name, BoxIouVariant variant = {});
 
+struct RoiAlignVariant {
+  bool ignores_spatial_scale = false;  // treats spatial_scale as 1.0
+  bool ignores_aligned = false;        // never shifts by -0.5
+};
+
+// torchvision's RoIAlign forward, every step rounded to the accumulate type of the dtype.
+kernels::Target<RoiAlignProblem> planted_roi_align(const std::string& name, RoiAlignVariant variant = {});
+
 // IoU of two boxes computed the canonical way, every step rounded to `compute`.
 double emulated_iou(const Box& a, const Box& b, DType compute);
 
