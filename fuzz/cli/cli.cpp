@@ -309,12 +309,17 @@ int replay_generated(const CaseSelection& selection, const fuzz::Registry& regis
   return failing ? 1 : 0;
 }
 
-// `corpus-add FILE...`: validate hand-written (or edited) case files and store them under
-// their canonical, content-addressed names.
+// `corpus-add FILE...`: validate hand-written (or edited) case files and write them under
+// their canonical, content-addressed names, replacing an older text of the same case (an
+// edited description or reference). Unlike `run`, no deduplication by signature: the
+// person adding a case decides.
 int corpus_add_command(const std::vector<std::string>& files, const std::string& dir) {
+  corpus::ensure_directory(dir);
   for (const std::string& path : files) {
     corpus::CaseFile file = corpus::read_case_file(path);
-    std::cout << path << " -> " << corpus::store_case(file, dir) << "\n";
+    const std::string target = dir + "/" + corpus::file_name(file);
+    corpus::write_file_atomically(target, corpus::canonical_text(file));
+    std::cout << path << " -> " << target << "\n";
   }
   return 0;
 }
