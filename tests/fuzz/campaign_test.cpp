@@ -247,9 +247,11 @@ TEST(Campaign, CorrectRoiAlignWithAccumulateTypeArithmeticRaisesNoFailingFinding
   for (const auto& cell : report.cells) EXPECT_LE(cell.max_normalized_error, 1.0) << cell.dtype;
 }
 
-// The Faster R-CNN debugging stories: spatial_scale ignored, the aligned shift dropped.
-TEST(Campaign, CatchesRoiAlignIgnoringSpatialScaleOrAlignedWithOneRoi) {
-  for (auto deviation : {&testing::RoiAlignVariant::ignores_spatial_scale, &testing::RoiAlignVariant::ignores_aligned}) {
+// The Faster R-CNN debugging stories: spatial_scale ignored, the aligned shift dropped,
+// RoIs read from the wrong image of the batch.
+TEST(Campaign, CatchesRoiAlignIgnoringSpatialScaleAlignedOrBatchIndexWithOneRoi) {
+  for (auto deviation : {&testing::RoiAlignVariant::ignores_spatial_scale, &testing::RoiAlignVariant::ignores_aligned,
+                         &testing::RoiAlignVariant::ignores_batch_index}) {
     Registry registry = roi_align_registry(testing::planted_roi_align("broken", flag(deviation)));
     reports::Report report = run(registry, options({DType::fp32}, 500));
     const auto* finding = find(report, "mismatch");

@@ -124,7 +124,7 @@ kernels::Target<RoiAlignProblem> planted_roi_align(const std::string& name, RoiA
     const double offset = p.aligned && !variant.ignores_aligned ? 0.5 : 0.0;
     std::vector<double> out;
     for (const Roi& roi : p.rois) {
-      const auto n = static_cast<std::int64_t>(roi.batch_index);
+      const auto n = variant.ignores_batch_index ? 0 : static_cast<std::int64_t>(roi.batch_index);
       const double start_w = m.sub(m.mul(roi.x1, scale), offset), start_h = m.sub(m.mul(roi.y1, scale), offset);
       double size_w = m.sub(m.sub(m.mul(roi.x2, scale), offset), start_w);
       double size_h = m.sub(m.sub(m.mul(roi.y2, scale), offset), start_h);

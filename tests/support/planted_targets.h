@@ -42,6 +42,7 @@ kernels::Target<BoxIouProblem> planted_box_iou(const std::string& name, BoxIouVa
 struct RoiAlignVariant {
   bool ignores_spatial_scale = false;  // treats spatial_scale as 1.0
   bool ignores_aligned = false;        // never shifts by -0.5
+  bool ignores_batch_index = false;    // reads image 0 for every RoI
 };
 
 // torchvision's RoIAlign forward, every step rounded to the accumulate type of the dtype.
