@@ -115,6 +115,24 @@ std::vector<Roi> rois_from_json(const nlohmann::json& json, const std::string& w
 
 constexpr std::int64_t kMaxPooled = 1024;
 
+// The fields roi_align and roi_pool share.
+struct RoiFields {
+  FeatureMap input;
+  std::vector<Roi> rois;
+  double spatial_scale;
+  std::int64_t pooled_height, pooled_width;
+};
+
+RoiFields roi_fields_from_json(const nlohmann::json& json, const std::string& what) {
+  RoiFields f;
+  f.input = feature_map_from_json(field(json, "input", what), what + ".input");
+  f.rois = rois_from_json(field(json, "rois", what), what + ".rois", f.input.batch);
+  f.spatial_scale = double_from_json(field(json, "spatial_scale", what), what + ".spatial_scale");
+  f.pooled_height = integer_field(json, "pooled_height", what, 1, kMaxPooled);
+  f.pooled_width = integer_field(json, "pooled_width", what, 1, kMaxPooled);
+  return f;
+}
+
 }  // namespace
 
 nlohmann::json json_double(double value) {
@@ -179,12 +197,8 @@ nlohmann::json to_json(const RoiPoolProblem& p) {
 
 RoiAlignProblem roi_align_problem_from_json(const nlohmann::json& json) {
   const std::string what = "roi_align input";
-  RoiAlignProblem p;
-  p.input = feature_map_from_json(field(json, "input", what), what + ".input");
-  p.rois = rois_from_json(field(json, "rois", what), what + ".rois", p.input.batch);
-  p.spatial_scale = double_from_json(field(json, "spatial_scale", what), what + ".spatial_scale");
-  p.pooled_height = integer_field(json, "pooled_height", what, 1, kMaxPooled);
-  p.pooled_width = integer_field(json, "pooled_width", what, 1, kMaxPooled);
+  RoiFields f = roi_fields_from_json(json, what);
+  RoiAlignProblem p{std::move(f.input), std::move(f.rois), f.spatial_scale, f.pooled_height, f.pooled_width};
   p.sampling_ratio = integer_field(json, "sampling_ratio", what, -1024, 1024);
   const auto& aligned = field(json, "aligned", what);
   if (!aligned.is_boolean()) malformed(what + ".aligned", "true or false", aligned);
@@ -193,14 +207,8 @@ RoiAlignProblem roi_align_problem_from_json(const nlohmann::json& json) {
 }
 
 RoiPoolProblem roi_pool_problem_from_json(const nlohmann::json& json) {
-  const std::string what = "roi_pool input";
-  RoiPoolProblem p;
-  p.input = feature_map_from_json(field(json, "input", what), what + ".input");
-  p.rois = rois_from_json(field(json, "rois", what), what + ".rois", p.input.batch);
-  p.spatial_scale = double_from_json(field(json, "spatial_scale", what), what + ".spatial_scale");
-  p.pooled_height = integer_field(json, "pooled_height", what, 1, kMaxPooled);
-  p.pooled_width = integer_field(json, "pooled_width", what, 1, kMaxPooled);
-  return p;
+  RoiFields f = roi_fields_from_json(json, "roi_pool input");
+  return {std::move(f.input), std::move(f.rois), f.spatial_scale, f.pooled_height, f.pooled_width};
 }
 
 BoxIouProblem box_iou_problem_from_json(const nlohmann::json& json) {

@@ -11,15 +11,6 @@
 namespace detfuzz::compare {
 namespace {
 
-std::vector<std::int64_t> unflatten(std::size_t flat, const std::vector<std::int64_t>& shape) {
-  std::vector<std::int64_t> index(shape.size(), 0);
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    if (shape[d] == 0) break;
-    index[d] = static_cast<std::int64_t>(flat) % shape[d];
-    flat /= static_cast<std::size_t>(shape[d]);
-  }
-  return index;
-}
 
 // How far `kernel` is outside the tier's interval (0 inside it).
 double distance(double kernel, const TierExpectation& tier) {
@@ -94,7 +85,7 @@ Judgement compare_continuous(const HostTensor& output, const std::vector<Expecte
   for (const auto& [kind, w] : worst) {
     const ExpectedValue& e = expected[w.element];
     const double kernel = output.values[w.element];
-    const auto index = unflatten(w.element, output.shape);
+    const auto index = element_index(w.element, output.shape);
     Verdict verdict;
     verdict.kind = kind;
     verdict.property = "oracle";

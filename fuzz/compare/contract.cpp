@@ -9,6 +9,15 @@ std::string shape_string(const std::vector<std::int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
+std::vector<std::int64_t> element_index(std::size_t flat, const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> index(shape.size(), 0);
+  for (std::size_t d = shape.size(); d-- > 0 && shape[d] > 0;) {
+    index[d] = static_cast<std::int64_t>(flat % static_cast<std::size_t>(shape[d]));
+    flat /= static_cast<std::size_t>(shape[d]);
+  }
+  return index;
+}
+
 std::optional<Verdict> check_contract(const HostTensor& output, const OutputContract& contract) {
   bool shape_ok = output.shape.size() == contract.shape.size();
   for (std::size_t d = 0; shape_ok && d < contract.shape.size(); ++d)

@@ -22,4 +22,7 @@ std::optional<Verdict> check_contract(const HostTensor& output, const OutputCont
 
 std::string shape_string(const std::vector<std::int64_t>& shape);
 
+// The multi-dimensional index of row-major element `flat` of a tensor of `shape`.
+std::vector<std::int64_t> element_index(std::size_t flat, const std::vector<std::int64_t>& shape);
+
 }  // namespace detfuzz::compare

@@ -17,14 +17,6 @@ bool among(const std::vector<oracles::RoiPoolOption>& options, double value, std
                      [&](const oracles::RoiPoolOption& o) { return o.value == value && o.argmax == argmax; });
 }
 
-std::vector<std::int64_t> index_of(std::size_t flat, const std::vector<std::int64_t>& shape) {
-  std::vector<std::int64_t> index(shape.size(), 0);
-  for (std::size_t d = shape.size(); d-- > 0 && shape[d] > 0;) {
-    index[d] = static_cast<std::int64_t>(flat % static_cast<std::size_t>(shape[d]));
-    flat /= static_cast<std::size_t>(shape[d]);
-  }
-  return index;
-}
 
 }  // namespace
 
@@ -59,7 +51,7 @@ Judgement compare_roi_pool(const HostTensor& values, const HostTensor& argmax,
   }
   for (const auto& [kind, first] : found) {
     const auto& e = expected[first.element];
-    const auto where = index_of(first.element, shape);
+    const auto where = element_index(first.element, shape);
     Verdict verdict;
     verdict.kind = kind;
     verdict.message = fmt::format(

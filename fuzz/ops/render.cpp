@@ -14,14 +14,6 @@ namespace {
 
 std::string number(double value) { return std::isnan(value) ? "nan" : fmt::format("{}", value); }
 
-std::vector<std::int64_t> index_of(std::size_t flat, const std::vector<std::int64_t>& shape) {
-  std::vector<std::int64_t> index(shape.size(), 0);
-  for (std::size_t d = shape.size(); d-- > 0 && shape[d] > 0;) {
-    index[d] = static_cast<std::int64_t>(flat % static_cast<std::size_t>(shape[d]));
-    flat /= static_cast<std::size_t>(shape[d]);
-  }
-  return index;
-}
 
 }  // namespace
 
@@ -68,7 +60,7 @@ std::string element_table(const std::vector<std::int64_t>& shape, const std::vec
   std::string text = fmt::format("  {:<12} {:>22} {:>22} {:>11} {:>11}\n", "element", "kernel", "oracle", "|diff|",
                                  "tolerance");
   for (std::size_t i : rows)
-    text += fmt::format("  {:<12} {:>22} {:>22} {:>11.3g} {:>11.3g}{}\n", compare::shape_string(index_of(i, shape)),
+    text += fmt::format("  {:<12} {:>22} {:>22} {:>11.3g} {:>11.3g}{}\n", compare::shape_string(compare::element_index(i, shape)),
                         number(kernel[i]), number(oracle[i]), std::fabs(kernel[i] - oracle[i]), tolerance[i],
                         beyond(i) ? "  <<" : "");
   text += fmt::format("  {} of {} elements beyond tolerance{}\n", differing, count,

@@ -148,3 +148,48 @@ TEST_F(CorpusDir, StoreKeepsOneCasePerFailureAndTheSmallerWins) {
 
 }  // namespace
 }  // namespace detfuzz::corpus
+
+namespace detfuzz::corpus {
+namespace {
+
+RoiAlignProblem roi_problem() {
+  return {{2, 1, 1, 2, {1, 2, 3, 4}}, {{1, 0, 0, 1, 1}}, 0.25, 2, 3, -1, true};
+}
+
+TEST(CaseJson, RoiProblemsRoundTrip) {
+  RoiAlignProblem p = roi_problem();
+  RoiAlignProblem back = roi_align_problem_from_json(nlohmann::json::parse(to_json(p).dump()));
+  EXPECT_EQ(back.input.values, p.input.values);
+  EXPECT_EQ(back.input.batch, 2);
+  EXPECT_EQ(back.rois, p.rois);
+  EXPECT_EQ(back.spatial_scale, 0.25);
+  EXPECT_EQ(back.pooled_width, 3);
+  EXPECT_EQ(back.sampling_ratio, -1);
+  EXPECT_TRUE(back.aligned);
+  RoiPoolProblem pool{p.input, p.rois, 0.5, 1, 4};
+  RoiPoolProblem pool_back = roi_pool_problem_from_json(to_json(pool));
+  EXPECT_EQ(pool_back.rois, pool.rois);
+  EXPECT_EQ(pool_back.pooled_width, 4);
+}
+
+TEST(CaseJson, BadRoiInputsNameTheFieldAndTheFix) {
+  auto error_of = [](nlohmann::json patch) {
+    nlohmann::json json = to_json(roi_problem());
+    json.merge_patch(patch);
+    try {
+      roi_align_problem_from_json(json);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error_of({{"input", {{"values", {1, 2, 3}}}}}).find("an array of 4 numbers"), std::string::npos);
+  EXPECT_NE(error_of({{"rois", {{2, 0, 0, 1, 1}}}}).find("an image index in [0, 2)"), std::string::npos);
+  EXPECT_NE(error_of({{"input", {{"shape", {4096, 4096, 4096, 4096}}}}}).find("use a smaller map"), std::string::npos);
+  EXPECT_NE(error_of({{"pooled_height", 0}}).find("pooled_height"), std::string::npos);
+  EXPECT_NE(error_of({{"aligned", "yes"}}).find("true or false"), std::string::npos);
+  EXPECT_NE(error_of({{"rois", {{0, 0, 0, 1}}}}).find("[batch_index, x1, y1, x2, y2]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace detfuzz::corpus
