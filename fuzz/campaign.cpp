@@ -4,12 +4,14 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <set>
 
 #include "corpus/case_file.h"
 #include "fuzz/replay.h"
+#include "fuzz/runner.h"
 #include "model/error.h"
 
 namespace detfuzz::fuzz {
@@ -37,6 +39,9 @@ std::uint64_t splitmix64(std::uint64_t x) {
 // A cell's time slice: short enough that a slow cell cannot starve the others, long
 // enough that bookkeeping stays negligible.
 constexpr double kSliceSeconds = 0.05;
+// Cases per batch: enough to amortize a worker's round trip, few enough that a budget is
+// respected to within a batch of fast cases.
+constexpr std::size_t kBatch = 32;
 
 struct CellState {
   CellPlan plan;
@@ -81,7 +86,32 @@ std::map<std::string, double> percentiles(std::vector<double> values) {
   return {{"p50", at(0.5)}, {"p90", at(0.9)}, {"p99", at(0.99)}, {"p99.9", at(0.999)}, {"max", values.back()}};
 }
 
+std::atomic<bool> g_stop{false};
+
+// The report as it stands: cells summarized, findings so far.
+template <class Cells>
+reports::Report assemble(const Cells& cells, const reports::Report& findings_so_far, Clock::time_point start) {
+  reports::Report report = findings_so_far;
+  report.cells.clear();
+  for (const auto& cell : cells) {
+    reports::CellSummary summary = cell.summary;
+    summary.elapsed_s = cell.elapsed_s;
+    summary.normalized_error_percentiles = percentiles(cell.case_errors);
+    if (summary.status != "unsupported") {
+      bool failed = false;
+      for (const auto& [signature, index] : cell.finding_by_signature) failed = failed || report.findings[index].fails;
+      summary.status = failed ? "failed" : "ok";
+    }
+    report.cells.push_back(summary);
+  }
+  report.elapsed_s = seconds_since(start);
+  return report;
+}
+
 }  // namespace
+
+void request_stop() { g_stop.store(true); }
+bool stop_requested() { return g_stop.load(); }
 
 std::string CellPlan::label() const {
   return fmt::format("{}/{}/{}/{}", op->name(), target, dtype_name(dtype), device_name(device));
@@ -117,9 +147,9 @@ std::vector<CellPlan> plan_cells(const Registry& registry, const CampaignOptions
   std::vector<CellPlan> cells;
   for (const OpHarness* op : ops)
     for (const auto& target : op->target_names()) {
-      if (!options.targets.empty() &&
-          std::find(options.targets.begin(), options.targets.end(), target) == options.targets.end())
-        continue;
+      const bool named = std::find(options.targets.begin(), options.targets.end(), target) != options.targets.end();
+      // Mutants measure the fuzzer; they are fuzzed only when asked for by name.
+      if (options.targets.empty() ? kernels::is_mutant(target) : !named) continue;
       for (DType dtype : options.dtypes)
         for (Device device : options.devices) cells.push_back({op, target, dtype, device});
     }
@@ -140,7 +170,7 @@ bool finding_fails(FindingKind kind, const std::vector<FindingKind>& fail_on) {
 }
 
 reports::Report run_campaign(const Registry& registry, const CampaignOptions& options,
-                             ProgressSink& progress) {
+                             ProgressSink& progress, CaseRunner& runner) {
   const std::vector<CellPlan> plans = plan_cells(registry, options);
   const auto start = Clock::now();
   reports::Report report;
@@ -157,7 +187,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
     kernels::Availability availability = plan.op->availability(plan.target, plan.device);
     std::optional<std::string> unsupported;
     if (!availability.available) unsupported = availability.reason;
-    else unsupported = plan.op->unsupported_reason(plan.target, plan.dtype, plan.device);
+    else unsupported = runner.unsupported_reason(*plan.op, plan.target, plan.dtype, plan.device);
     if (unsupported) {
       cell.summary.status = "unsupported";
       cell.summary.reason = *unsupported;
@@ -176,7 +206,17 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
     snapshot.planned_cases = runnable * *options.cases_per_cell;
   }
 
-  auto budget_left = [&] { return !options.budget_s || seconds_since(start) < *options.budget_s; };
+  auto budget_left = [&] {
+    return !stop_requested() && (!options.budget_s || seconds_since(start) < *options.budget_s);
+  };
+  auto last_checkpoint = Clock::now();
+  auto checkpoint_now = [&] {
+    last_checkpoint = Clock::now();
+    if (!options.checkpoint) return;
+    reports::Report partial = assemble(cells, report, start);
+    partial.partial = true;
+    options.checkpoint(partial);
+  };
   while (budget_left()) {
     CellState* cell = nullptr;
     for (auto& candidate : cells)
@@ -185,16 +225,24 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
     const CellPlan& plan = cell->plan;
     snapshot.current_cell = plan.label();
     const auto slice_start = Clock::now();
-    while (seconds_since(slice_start) < kSliceSeconds && budget_left()) {
-      const std::uint64_t index = cell->summary.cases;
-      if (options.cases_per_cell && index >= *options.cases_per_cell) {
+    while (seconds_since(slice_start) < kSliceSeconds && budget_left() && !cell->done) {
+      // A batch of cases: pipelined when they run in a worker.
+      std::vector<CaseRequest> requests;
+      for (std::uint64_t index = cell->summary.cases; requests.size() < kBatch; ++index) {
+        if (options.cases_per_cell && index >= *options.cases_per_cell) break;
+        requests.push_back({plan.target, plan.dtype, plan.device,
+                            case_seed(options.seed, plan.op->name(), plan.dtype, index), generator_size(index),
+                            options.max_boxes});
+      }
+      if (requests.empty()) {
         cell->done = true;
         break;
       }
-      CaseRequest request{plan.target, plan.dtype, plan.device,
-                          case_seed(options.seed, plan.op->name(), plan.dtype, index),
-                          generator_size(index), options.max_boxes};
-      CaseOutcome outcome = plan.op->run_case(request);
+      std::vector<CaseOutcome> outcomes = runner.run_cases(*plan.op, requests);
+      for (std::size_t b = 0; b < outcomes.size(); ++b) {
+      const CaseRequest& request = requests[b];
+      CaseOutcome& outcome = outcomes[b];
+      const std::uint64_t index = cell->summary.cases;
       ++cell->summary.cases;
       ++snapshot.cases;
       cell->summary.max_normalized_error =
@@ -211,7 +259,8 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
           continue;
         }
         const double found_after_s = cell->elapsed_s + seconds_since(slice_start);
-        double shrink_seconds = options.minimize_budget_s;
+        const bool slow = verdict.kind == FindingKind::crash || verdict.kind == FindingKind::hang;
+        double shrink_seconds = slow ? options.slow_minimize_budget_s : options.minimize_budget_s;
         if (options.budget_s)
           shrink_seconds = std::min(shrink_seconds, std::max(0.5, *options.budget_s - seconds_since(start)));
         ShrinkLimits limits{Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -223,7 +272,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
                               snapshot.elapsed_s = seconds_since(start);
                               progress.tick(snapshot);
                             }};
-        ShrinkResult shrunk = plan.op->shrink(request, verdict, limits);
+        ShrinkResult shrunk = plan.op->shrink(request, verdict, limits, runner.input_judge(*plan.op, request));
         snapshot.current_cell = plan.label();
 
         reports::FindingRecord finding;
@@ -265,27 +314,19 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         ++snapshot.findings;
         progress.event(fmt::format("{} [{}] {}: {}", plan.label(), kind, verdict.property,
                                    shrunk.verdict.message));
+        checkpoint_now();
+      }
       }
       snapshot.elapsed_s = seconds_since(start);
       progress.tick(snapshot);
     }
     cell->elapsed_s += seconds_since(slice_start);
     if (cell->done) ++snapshot.cells_done;
+    if (seconds_since(last_checkpoint) > options.checkpoint_interval_s) checkpoint_now();
   }
   progress.finish();
-
-  for (auto& cell : cells) {
-    cell.summary.elapsed_s = cell.elapsed_s;
-    cell.summary.normalized_error_percentiles = percentiles(cell.case_errors);
-    if (cell.summary.status != "unsupported") {
-      bool failed = false;
-      for (const auto& [signature, index] : cell.finding_by_signature)
-        failed = failed || report.findings[index].fails;
-      cell.summary.status = failed ? "failed" : "ok";
-    }
-    report.cells.push_back(cell.summary);
-  }
-  report.elapsed_s = seconds_since(start);
+  report = assemble(cells, report, start);
+  report.partial = stop_requested();
   return report;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,10 +27,20 @@ struct CampaignOptions {
   int max_boxes = 64;
   std::vector<FindingKind> fail_on;  // kinds that fail beyond the default ones
   double minimize_budget_s = 10;     // per finding; the evaluation cap keeps results exact
+  double slow_minimize_budget_s = 60;  // per crash or hang finding (restarts, timeouts)
   int minimize_max_evaluations = 5000;
   std::string corpus_dir;            // new minimized findings are stored here ("" = nowhere)
   nlohmann::json environment = nlohmann::json::object();  // recorded in each case file
+  // Called with the report so far (marked partial) after each new finding and at least
+  // every checkpoint_interval_s: a campaign killed at any moment leaves a recent report.
+  std::function<void(const reports::Report&)> checkpoint;
+  double checkpoint_interval_s = 30;
 };
+
+// Asks a running campaign to stop after the case in flight (a signal handler may call it);
+// the campaign then returns its report marked partial.
+void request_stop();
+bool stop_requested();
 
 struct CellPlan {
   const OpHarness* op = nullptr;
@@ -52,7 +63,11 @@ int generator_size(std::uint64_t index);
 
 bool finding_fails(FindingKind kind, const std::vector<FindingKind>& fail_on);
 
+class CaseRunner;
+
+// Runs the campaign's kernels through `runner` (in this process, or in workers that may
+// crash and hang without taking the campaign with them).
 reports::Report run_campaign(const Registry& registry, const CampaignOptions& options,
-                             ProgressSink& progress);
+                             ProgressSink& progress, CaseRunner& runner);
 
 }  // namespace detfuzz::fuzz

@@ -37,7 +37,7 @@ const OpHarness& find_op_or_throw(const Registry& registry, const std::string& n
 }
 
 ReplayStatus replay_case(const Registry& registry, const corpus::CaseFile& file,
-                         const std::string& path, std::ostream& out) {
+                         const std::string& path, std::ostream& out, CaseRunner& runner) {
   const OpHarness& op = find_op_or_throw(registry, file.op, path);
   const auto targets = op.target_names();
   if (std::find(targets.begin(), targets.end(), file.target) == targets.end())
@@ -50,7 +50,7 @@ ReplayStatus replay_case(const Registry& registry, const corpus::CaseFile& file,
 
   kernels::Availability availability = op.availability(file.target, device);
   std::optional<std::string> unsupported =
-      availability.available ? op.unsupported_reason(file.target, dtype, device) : availability.reason;
+      availability.available ? runner.unsupported_reason(op, file.target, dtype, device) : availability.reason;
   if (unsupported) {
     fmt::print(out, "SKIP {}  {}: {}\n", path, cell, *unsupported);
     return ReplayStatus::skipped;
@@ -58,7 +58,7 @@ ReplayStatus replay_case(const Registry& registry, const corpus::CaseFile& file,
 
   Evaluation evaluation;
   try {
-    evaluation = op.evaluate(file.input, file.target, dtype, device);
+    evaluation = runner.evaluate(op, file.input, file.target, dtype, device);
   } catch (const Error& e) {
     throw Error(ErrorKind::input, path + ": input: " + e.what());
   }

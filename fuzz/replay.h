@@ -6,6 +6,7 @@
 
 #include "corpus/case_file.h"
 #include "fuzz/ops/op_harness.h"
+#include "fuzz/runner.h"
 
 namespace detfuzz::fuzz {
 
@@ -16,8 +17,10 @@ enum class ReplayStatus { matched, mismatched, skipped };
 // (precision and overflow are shown, as in `run`); `fail` matches when a verdict of the
 // expected kind and property appears. Skipped: the target or dtype is not available here.
 // Error{input} for an op or target this detfuzz does not know.
+// The case runs through `runner`, so a case that crashes or hangs its kernel is judged, not
+// fatal (a `fail` case of kind crash matches when its worker dies the same way).
 ReplayStatus replay_case(const Registry& registry, const corpus::CaseFile& file,
-                         const std::string& path, std::ostream& out);
+                         const std::string& path, std::ostream& out, CaseRunner& runner);
 
 // Where a minimized finding came from: enough to regenerate it from the seed.
 struct FindingOrigin {

@@ -13,7 +13,9 @@ Target<RoiAlignProblem> torchvision_roi_align_target(const KernelConfig& config)
 Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config);
 
 std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config) {
-  return {torchvision_nms_target(config)};
+  std::vector<Target<NmsProblem>> targets{torchvision_nms_target(config)};
+  for (auto& mutant : nms_mutants()) targets.push_back(std::move(mutant));
+  return targets;
 }
 
 std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig&) {

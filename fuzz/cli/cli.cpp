@@ -9,13 +9,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <unistd.h>
+#include <filesystem>
 #include <iostream>
 
 #include "corpus/atomic_file.h"
 #include "fuzz/campaign.h"
 #include "fuzz/environment.h"
 #include "fuzz/replay.h"
+#include "fuzz/runner.h"
 #include "corpus/case_file.h"
 #include "model/error.h"
 
@@ -23,6 +27,12 @@ namespace detfuzz::cli {
 namespace {
 
 constexpr int kMaxBoxesLimit = 100000;
+
+// How kernels are run: in worker processes (crashes and hangs become findings) or here.
+struct IsolationSettings {
+  std::string isolation = "process";
+  std::string case_timeout = "10s";
+};
 
 struct RunSettings {
   std::vector<std::string> ops, targets;
@@ -37,6 +47,7 @@ struct RunSettings {
   std::string minimize_budget = "10s";
   std::string corpus_dir;  // default: <report>/corpus
   std::string progress = "auto";
+  IsolationSettings isolation;
 };
 
 // One cell and one case of a campaign, named the way `run` names them.
@@ -54,11 +65,13 @@ struct CaseSelection {
 struct ReplaySettings {
   std::vector<std::string> files;
   CaseSelection selection;
+  IsolationSettings isolation;
 };
 
 struct EvalSettings {
   std::string file;
   std::string target;  // default: the file's
+  IsolationSettings isolation;
 };
 
 fuzz::CampaignOptions campaign_options(const RunSettings& settings) {
@@ -125,14 +138,87 @@ void check_report_dir(const std::string& dir) {
   }
 }
 
+std::string own_executable() {
+  std::error_code error;
+  auto path = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) throw Error(ErrorKind::internal, "cannot find the detfuzz executable for workers: " + error.message());
+  return path.string();
+}
+
+// Kernels that crash or hang must not take detfuzz with them: by default they run in worker
+// processes (`detfuzz worker`), replaced when they die.
+std::unique_ptr<fuzz::CaseRunner> make_runner(const IsolationSettings& settings, const std::string& scratch_dir,
+                                              const kernels::KernelConfig& config) {
+  const double timeout = parse_duration(settings.case_timeout, "--case-timeout");
+  if (settings.isolation == "none") return std::make_unique<fuzz::InProcessRunner>();
+  if (settings.isolation != "process")
+    throw Error(ErrorKind::usage, "unknown --isolation '" + settings.isolation + "'; use process or none");
+  fuzz::WorkerOptions options;
+  options.executable = own_executable();
+  if (!config.torchvision_lib.empty()) options.arguments = {"--torchvision-lib", config.torchvision_lib};
+  options.case_timeout_s = timeout;
+  options.scratch_dir = scratch_dir;
+  return fuzz::make_worker_runner(options);
+}
+
+// Where replay and eval keep their worker's stderr: a folder of their own under /tmp,
+// removed when they are done.
+struct ScratchDir {
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("detfuzz-" + std::to_string(::getpid()))).string();
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
+void add_isolation_options(CLI::App* command, IsolationSettings& settings) {
+  command->add_option("--isolation", settings.isolation,
+                      "process: kernels run in worker processes, a crash or hang is a finding; none: in this process")
+      ->capture_default_str();
+  command->add_option("--case-timeout", settings.case_timeout,
+                      "a case running longer (scaled by boxes / 1000 + 1) is a hang")
+      ->capture_default_str();
+}
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+extern "C" void on_stop_signal(int signal) {
+  g_stop_signal = signal;
+  fuzz::request_stop();
+}
+
+// SIGINT/SIGTERM stop the campaign after (or abandon) the case in flight; no SA_RESTART, so
+// a wait for a worker wakes up to notice.
+void install_stop_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
 int run_command(const RunSettings& settings, const kernels::KernelConfig& kernel_config) {
   fuzz::CampaignOptions options = campaign_options(settings);
   check_report_dir(settings.report_dir);
+  auto runner = make_runner(settings.isolation, settings.report_dir + "/workers", kernel_config);
+  options.slow_minimize_budget_s =
+      std::max(6 * options.minimize_budget_s, 8 * parse_duration(settings.isolation.case_timeout, "--case-timeout"));
   auto progress = fuzz::make_progress(progress_mode(settings.progress));
   kernels::set_single_threaded();
   fuzz::Registry registry = fuzz::default_registry(kernel_config);
   options.environment = fuzz::environment_json(kernel_config);
-  reports::Report report = fuzz::run_campaign(registry, options, *progress);
+  options.checkpoint = [&](const reports::Report& partial) {
+    reports::Report copy = partial;
+    copy.environment = options.environment;
+    try {
+      reports::write_report(copy, settings.report_dir);
+    } catch (const std::exception&) {
+      // A checkpoint that cannot be written is retried at the next one; the end says why.
+    }
+  };
+  install_stop_handlers();
+  reports::Report report = fuzz::run_campaign(registry, options, *progress, *runner);
   report.environment = options.environment;
   // The summary first: if the report cannot be written after all, the findings are on screen.
   reports::print_summary(report, std::cout);
@@ -142,7 +228,8 @@ int run_command(const RunSettings& settings, const kernels::KernelConfig& kernel
   } catch (const std::exception& e) {
     throw Error(ErrorKind::input, std::string(e.what()) + " (the summary above holds the findings)");
   }
-  std::cout << "report: " << path << "\n";
+  std::cout << "report: " << path << (report.partial ? " (partial: interrupted)" : "") << "\n";
+  if (g_stop_signal) return 128 + g_stop_signal;  // 130 for SIGINT, 143 for SIGTERM
   return report.has_failing_finding() ? 1 : 0;
 }
 
@@ -208,12 +295,12 @@ int list_command(bool as_json, const kernels::KernelConfig& kernel_config) {
 // `replay FILE...`: every file is replayed even when an earlier one is malformed; the
 // status says the worst that happened (2 input error, 1 expectation not met, 77 all
 // skipped: CTest's skip code, 0 otherwise).
-int replay_files(const std::vector<std::string>& files, const fuzz::Registry& registry) {
+int replay_files(const std::vector<std::string>& files, const fuzz::Registry& registry, fuzz::CaseRunner& runner) {
   int matched = 0, mismatched = 0, skipped = 0, broken = 0;
   for (const std::string& path : files) {
     try {
       corpus::CaseFile file = corpus::read_case_file(path);
-      switch (fuzz::replay_case(registry, file, path, std::cout)) {
+      switch (fuzz::replay_case(registry, file, path, std::cout, runner)) {
         case fuzz::ReplayStatus::matched: ++matched; break;
         case fuzz::ReplayStatus::mismatched: ++mismatched; break;
         case fuzz::ReplayStatus::skipped: ++skipped; break;
@@ -233,7 +320,7 @@ int replay_files(const std::vector<std::string>& files, const fuzz::Registry& re
 // `replay --seed S ... --case-index K` or `--reproduce STRING`: regenerate a campaign's case
 // bit for bit, run it, and (with --minimize) minimize it and write its case file.
 int replay_generated(const CaseSelection& selection, const fuzz::Registry& registry,
-                     const kernels::KernelConfig& kernel_config) {
+                     const kernels::KernelConfig& kernel_config, fuzz::CaseRunner& runner) {
   auto dtype = parse_dtype(selection.dtype);
   if (!dtype || !is_floating(*dtype))
     throw Error(ErrorKind::usage, "unknown dtype '" + selection.dtype + "' in --dtypes; use fp16, bf16, fp32 or fp64");
@@ -263,7 +350,7 @@ int replay_generated(const CaseSelection& selection, const fuzz::Registry& regis
     input = op.generated_input(request);
   }
   if (selection.minimize && selection.reproduce.empty()) {
-    fuzz::CaseOutcome outcome = op.run_case(request);
+    fuzz::CaseOutcome outcome = runner.run_cases(op, {request}).front();
     if (outcome.judgement.verdicts.empty()) {
       std::cout << "the case raises no verdict: nothing to minimize\n";
     } else {
@@ -283,7 +370,7 @@ int replay_generated(const CaseSelection& selection, const fuzz::Registry& regis
                                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                         std::chrono::duration<double>(parse_duration(selection.minimize_budget, "--minimize-budget"))),
                                 fuzz::ShrinkLimits{}.max_evaluations, nullptr};
-      fuzz::ShrinkResult shrunk = op.shrink(request, first, limits);
+      fuzz::ShrinkResult shrunk = op.shrink(request, first, limits, runner.input_judge(op, request));
       input = shrunk.input;
       fmt::print("minimized [{}] {} from {} to {} boxes in {} steps ({:.2f} s)\n", finding_kind_name(first.kind),
                  first.property, outcome.size, shrunk.size, shrunk.steps, shrunk.seconds);
@@ -297,7 +384,7 @@ int replay_generated(const CaseSelection& selection, const fuzz::Registry& regis
       }
     }
   }
-  fuzz::Evaluation evaluation = op.evaluate(input, selection.target, *dtype, device);
+  fuzz::Evaluation evaluation = runner.evaluate(op, input, selection.target, *dtype, device);
   fmt::print("{}/{}/{}/{} case: {}\n", selection.op, selection.target, selection.dtype, selection.device, input.dump());
   bool failing = false;
   for (const auto& verdict : evaluation.judgement.verdicts) {
@@ -324,7 +411,7 @@ int corpus_add_command(const std::vector<std::string>& files, const std::string&
   return 0;
 }
 
-int eval_command(const EvalSettings& settings, const fuzz::Registry& registry) {
+int eval_command(const EvalSettings& settings, const fuzz::Registry& registry, fuzz::CaseRunner& runner) {
   corpus::CaseFile file = corpus::read_case_file(settings.file);
   const std::string target = settings.target.empty() ? file.target : settings.target;
   const fuzz::OpHarness& op = fuzz::find_op_or_throw(registry, file.op, settings.file);
@@ -345,7 +432,8 @@ int eval_command(const EvalSettings& settings, const fuzz::Registry& registry) {
   }
   fuzz::Evaluation evaluation;
   try {
-    evaluation = op.evaluate(file.input, target, *parse_dtype(file.dtype), device);
+    evaluation = target == fuzz::kOracleTarget ? op.evaluate(file.input, target, *parse_dtype(file.dtype), device)
+                                               : runner.evaluate(op, file.input, target, *parse_dtype(file.dtype), device);
   } catch (const Error& e) {
     throw Error(ErrorKind::input, settings.file + ": input: " + e.what());
   }
@@ -417,6 +505,10 @@ int main_with_args(int argc, char** argv) {
   run->add_option("--corpus", settings.corpus_dir,
                   "directory for the case files of new findings (default: REPORT/corpus)");
   run->add_option("--progress", settings.progress, "auto, live, lines or none")->capture_default_str();
+  add_isolation_options(run, settings.isolation);
+
+  CLI::App* worker = app.add_subcommand("worker", "(internal) run cases for a campaign over stdin/stdout");
+  worker->group("");  // not in --help: campaigns start it
 
   ReplaySettings replay_settings;
   CaseSelection& selection = replay_settings.selection;
@@ -438,11 +530,13 @@ int main_with_args(int argc, char** argv) {
   replay->add_option("--property", selection.property, "with --minimize: the property to keep");
   replay->add_option("--corpus", selection.corpus_dir, "with --minimize: store the case file here");
   replay->add_option("--minimize-budget", selection.minimize_budget, "time to minimize")->capture_default_str();
+  add_isolation_options(replay, replay_settings.isolation);
 
   EvalSettings eval_settings;
   CLI::App* eval = app.add_subcommand("eval", "evaluate a case file's input on a target (or the oracle), print JSON");
   eval->add_option("file", eval_settings.file, "a case file")->required()->check(CLI::ExistingFile);
   eval->add_option("--target", eval_settings.target, "a target of the case's op, or `oracle` (default: the file's)");
+  add_isolation_options(eval, eval_settings.isolation);
 
   std::vector<std::string> add_files;
   std::string add_dir = "corpus/cases";
@@ -472,16 +566,25 @@ int main_with_args(int argc, char** argv) {
   try {
     if (list->parsed()) return list_command(list_json, kernel_config);
     if (run->parsed()) return run_command(settings, kernel_config);
+    if (worker->parsed()) {
+      kernels::set_single_threaded();
+      return fuzz::serve_worker(fuzz::default_registry(kernel_config));
+    }
     if (corpus_add->parsed()) return corpus_add_command(add_files, add_dir);
     kernels::set_single_threaded();
     fuzz::Registry registry = fuzz::default_registry(kernel_config);
-    if (eval->parsed()) return eval_command(eval_settings, registry);
+    ScratchDir scratch;
+    if (eval->parsed()) {
+      auto runner = make_runner(eval_settings.isolation, scratch.path, kernel_config);
+      return eval_command(eval_settings, registry, *runner);
+    }
+    auto runner = make_runner(replay_settings.isolation, scratch.path, kernel_config);
     if (!replay_settings.files.empty()) {
       if (selection.seed || selection.case_index || !selection.reproduce.empty())
         throw Error(ErrorKind::usage, "replay takes case files or --seed/--reproduce, not both");
-      return replay_files(replay_settings.files, registry);
+      return replay_files(replay_settings.files, registry, *runner);
     }
-    return replay_generated(selection, registry, kernel_config);
+    return replay_generated(selection, registry, kernel_config, *runner);
   } catch (const Error& e) {
     std::cerr << "detfuzz: error: " << e.what() << "\n";
     return (e.kind() == ErrorKind::usage || e.kind() == ErrorKind::input) ? 2 : 3;

@@ -62,6 +62,10 @@ struct ShrinkResult {
   double seconds = 0;
 };
 
+// Judges an input given as JSON, for the shrinker: in a worker process that may crash, or
+// nullptr to judge in this process.
+using InputJudge = std::function<compare::Judgement(const nlohmann::json& input)>;
+
 // One input evaluated on one target (or on the oracle): what a replay shows.
 struct Evaluation {
   nlohmann::json output;         // the target's first output, or the oracle's answer
@@ -87,9 +91,15 @@ class OpHarness {
                                                         Device device) const = 0;
   virtual CaseOutcome run_case(const CaseRequest& request) const = 0;
   // Shrinks the case of `request` while it still yields a verdict of the kind and property
-  // of `observed` (the verdict the campaign saw).
+  // of `observed` (the verdict the campaign saw), judging candidates with `judge` (a worker)
+  // or in this process when it is null.
   virtual ShrinkResult shrink(const CaseRequest& request, const compare::Verdict& observed,
-                              const ShrinkLimits& limits) const = 0;
+                              const ShrinkLimits& limits, const InputJudge& judge = nullptr) const = 0;
+  // Judges an input given as JSON (what a worker does for the shrinker).
+  virtual compare::Judgement judge_json(const nlohmann::json& input, const std::string& target, DType dtype,
+                                        Device device) const = 0;
+  // Boxes (or RoIs) in an input given as JSON.
+  virtual std::size_t size_of(const nlohmann::json& input) const = 0;
   // Evaluates a given input (a case file's) on `target` or on kOracleTarget.
   virtual Evaluation evaluate(const nlohmann::json& input, const std::string& target, DType dtype,
                               Device device) const = 0;

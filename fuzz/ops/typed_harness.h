@@ -105,11 +105,12 @@ class TypedOpHarness final : public OpHarness {
   }
 
   ShrinkResult shrink(const CaseRequest& request, const compare::Verdict& observed,
-                      const ShrinkLimits& limits) const override {
+                      const ShrinkLimits& limits, const InputJudge& external) const override {
     const auto start = std::chrono::steady_clock::now();
     const auto& target = find_target(request.target);
     auto still_fails = [&](const Problem& problem) -> std::optional<compare::Verdict> {
-      compare::Judgement judgement = def_.judge(problem, target, request.dtype, request.device);
+      compare::Judgement judgement = external ? external(def_.to_json(problem))
+                                              : def_.judge(problem, target, request.dtype, request.device);
       for (auto& verdict : judgement.verdicts)
         if (verdict.kind == observed.kind && verdict.property == observed.property) return verdict;
       return std::nullopt;
@@ -146,7 +147,10 @@ class TypedOpHarness final : public OpHarness {
     // 1. RapidCheck's integrated shrinking: smaller counts, integers, plainer values. It
     // shrinks element by element, which for a case that must keep many boxes can take every
     // evaluation; it gets half, the domain pass (which simplifies values too) the rest.
-    const int rapidcheck_share = limits.max_evaluations / 2;
+    // A crash or a hang costs a worker restart or a whole timeout per failing candidate:
+    // ddmin's halving gets there in far fewer of them.
+    const bool expensive = observed.kind == FindingKind::crash || observed.kind == FindingKind::hang;
+    const int rapidcheck_share = expensive ? 0 : limits.max_evaluations / 2;
     for (bool improved = true; improved && !limited && evaluations < rapidcheck_share;) {
       improved = false;
       auto shrinks = current.shrinks();
@@ -212,6 +216,13 @@ class TypedOpHarness final : public OpHarness {
     }
     return evaluation;
   }
+
+  compare::Judgement judge_json(const nlohmann::json& input, const std::string& target, DType dtype,
+                                Device device) const override {
+    return def_.judge(def_.from_json(input), find_target(target), dtype, device);
+  }
+
+  std::size_t size_of(const nlohmann::json& input) const override { return def_.size(def_.from_json(input)); }
 
   nlohmann::json generated_input(const CaseRequest& request) const override {
     return def_.to_json(generate(request).value());

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "fuzz/campaign.h"
+#include "fuzz/runner.h"
 #include "model/error.h"
 #include "support/planted_targets.h"
 
@@ -54,7 +55,8 @@ CampaignOptions options(std::vector<DType> dtypes, std::uint64_t cases) {
 
 reports::Report run(const Registry& registry, const CampaignOptions& o) {
   SilentProgress progress;
-  return run_campaign(registry, o, progress);
+  InProcessRunner runner;
+  return run_campaign(registry, o, progress, runner);
 }
 
 const reports::FindingRecord* find(const reports::Report& report, const std::string& kind,

@@ -1,0 +1,462 @@
+#include "fuzz/runner.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "corpus/atomic_file.h"
+#include "fuzz/campaign.h"
+#include "model/error.h"
+
+extern char** environ;
+
+namespace detfuzz::fuzz {
+
+nlohmann::json verdict_json(const compare::Verdict& verdict) {
+  return {{"kind", std::string(finding_kind_name(verdict.kind))},
+          {"property", verdict.property},
+          {"message", verdict.message},
+          {"details", verdict.details}};
+}
+
+compare::Verdict verdict_from_json(const nlohmann::json& json) {
+  compare::Verdict verdict;
+  verdict.kind = parse_finding_kind(json.at("kind").get<std::string>()).value_or(FindingKind::exception);
+  verdict.property = json.at("property").get<std::string>();
+  verdict.message = json.at("message").get<std::string>();
+  verdict.details = json.value("details", nlohmann::json());
+  return verdict;
+}
+
+// ---------------------------------------------------------------- in process
+
+std::vector<CaseOutcome> InProcessRunner::run_cases(const OpHarness& op, const std::vector<CaseRequest>& requests) {
+  std::vector<CaseOutcome> outcomes;
+  for (const auto& request : requests) outcomes.push_back(op.run_case(request));
+  return outcomes;
+}
+
+compare::Judgement InProcessRunner::judge_input(const OpHarness& op, const CaseRequest& request,
+                                                const nlohmann::json& input) {
+  return op.judge_json(input, request.target, request.dtype, request.device);
+}
+
+std::optional<std::string> InProcessRunner::unsupported_reason(const OpHarness& op, const std::string& target,
+                                                               DType dtype, Device device) {
+  return op.unsupported_reason(target, dtype, device);
+}
+
+InputJudge InProcessRunner::input_judge(const OpHarness&, const CaseRequest&) { return nullptr; }
+
+Evaluation InProcessRunner::evaluate(const OpHarness& op, const nlohmann::json& input, const std::string& target,
+                                     DType dtype, Device device) {
+  return op.evaluate(input, target, dtype, device);
+}
+
+// ---------------------------------------------------------------- worker processes
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string signal_name(int signal) {
+  const char* abbreviation = sigabbrev_np(signal);
+  return abbreviation ? std::string("SIG") + abbreviation : "signal " + std::to_string(signal);
+}
+
+std::string tail_of_file(const std::string& path, std::size_t max_lines = 12) {
+  std::ifstream file(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(file, line);) {
+    lines.push_back(line);
+    if (lines.size() > max_lines) lines.erase(lines.begin());
+  }
+  std::string tail;
+  for (const auto& line : lines) tail += line + "\n";
+  return tail;
+}
+
+// One worker process: `detfuzz ... worker`, spoken to in JSON lines over pipes. It is
+// started on first use and after every death.
+class Worker {
+ public:
+  enum class Outcome { answered, died, timed_out, interrupted };
+  struct Reply {
+    Outcome outcome = Outcome::answered;
+    nlohmann::json answer;
+    std::string death;  // "SIGSEGV", "exit 3"
+    std::string stderr_tail;
+  };
+
+  Worker(const WorkerOptions& options, int index) : options_(options) {
+    corpus::ensure_directory(options.scratch_dir);
+    stderr_path_ = options.scratch_dir + "/worker-" + std::to_string(index) + ".stderr";
+    inflight_path_ = options.scratch_dir + "/inflight-" + std::to_string(index) + ".json";
+  }
+  ~Worker() { stop(); }
+
+  Reply request(const nlohmann::json& message, double timeout_s) {
+    return requests({message}, timeout_s).front();
+  }
+
+  // Sends every message at once and collects the answers in order, each within timeout_s
+  // of the previous one. Stops at the first death or timeout: the replies then end with it,
+  // and the messages after it were not run.
+  std::vector<Reply> requests(const std::vector<nlohmann::json>& messages, double timeout_s) {
+    if (pid_ <= 0) {
+      start();
+      // Loading LibTorch and torchvision takes a moment: not the case's time.
+      send({{"cmd", "ping"}});
+      Reply ready = receive(120.0);
+      if (ready.outcome != Outcome::answered) return {ready};
+    }
+    write_ahead(messages);
+    std::vector<Reply> replies;
+    for (const auto& message : messages)
+      if (!send(message)) return {died()};
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+      replies.push_back(receive(timeout_s));
+      if (replies.back().outcome != Outcome::answered) break;
+    }
+    return replies;
+  }
+
+ private:
+  void start() {
+    int to_worker[2], from_worker[2];
+    if (pipe2(to_worker, O_CLOEXEC) != 0 || pipe2(from_worker, O_CLOEXEC) != 0)
+      throw Error(ErrorKind::internal, std::string("cannot create pipes for a worker: ") + std::strerror(errno));
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, to_worker[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, from_worker[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<std::string> args{options_.executable};
+    args.insert(args.end(), options_.arguments.begin(), options_.arguments.end());
+    args.push_back("worker");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    // posix_spawn execs at once: no copy of this process's LibTorch thread pools runs.
+    const int error = posix_spawn(&pid_, options_.executable.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(to_worker[0]);
+    ::close(from_worker[1]);
+    if (error != 0) {
+      ::close(to_worker[1]);
+      ::close(from_worker[0]);
+      pid_ = -1;
+      throw Error(ErrorKind::internal, "cannot start a worker (" + options_.executable + "): " + std::strerror(error));
+    }
+    to_ = to_worker[1];
+    from_ = from_worker[0];
+    buffer_.clear();
+  }
+
+  void write_ahead(const std::vector<nlohmann::json>& messages) {
+    // The cases about to run, on disk before they run: what a person finds after the whole
+    // campaign died. Plain overwrite, no fsync: this runs for every batch.
+    std::ofstream file(inflight_path_, std::ios::trunc);
+    for (const auto& message : messages) file << message.dump() << "\n";
+  }
+
+  bool send(const nlohmann::json& message) {
+    const std::string line = message.dump() + "\n";
+    for (std::size_t written = 0; written < line.size();) {
+      const ssize_t n = ::write(to_, line.data() + written, line.size() - written);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      written += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  Reply receive(double timeout_s) {
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    for (;;) {
+      const auto newline = buffer_.find('\n');
+      if (newline != std::string::npos) {
+        Reply reply;
+        try {
+          reply.answer = nlohmann::json::parse(buffer_.substr(0, newline));
+        } catch (const nlohmann::json::exception&) {
+          buffer_.erase(0, newline + 1);
+          stop();
+          return {Outcome::died, {}, "garbled answer", tail_of_file(stderr_path_)};
+        }
+        buffer_.erase(0, newline + 1);
+        return reply;
+      }
+      if (stop_requested()) {  // SIGINT/SIGTERM: abandon the case in flight
+        stop();
+        return {Outcome::interrupted, {}, "interrupted", ""};
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) {
+        stop();
+        return {Outcome::timed_out, {}, "timeout", tail_of_file(stderr_path_)};
+      }
+      pollfd fd{from_, POLLIN, 0};
+      const int ready = ::poll(&fd, 1, static_cast<int>(std::min<long long>(left, 1000)));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) continue;
+      char chunk[65536];
+      const ssize_t n = ::read(from_, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return died();
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
+  Reply died() {
+    Reply reply;
+    reply.outcome = Outcome::died;
+    int status = 0;
+    ::close(to_);
+    ::close(from_);
+    // The worker is gone or going (its stdout closed); a second to exit, then it is killed.
+    pid_t reaped = 0;
+    for (int i = 0; i < 100 && (reaped = ::waitpid(pid_, &status, WNOHANG)) == 0; ++i) ::usleep(10000);
+    if (reaped == 0) {
+      ::kill(pid_, SIGKILL);
+      reaped = ::waitpid(pid_, &status, 0);
+    }
+    if (reaped == pid_) {
+      if (WIFSIGNALED(status)) reply.death = signal_name(WTERMSIG(status));
+      else if (WIFEXITED(status)) reply.death = "exit " + std::to_string(WEXITSTATUS(status));
+    }
+    if (reply.death.empty()) reply.death = "lost";
+    pid_ = -1;
+    reply.stderr_tail = tail_of_file(stderr_path_);
+    return reply;
+  }
+
+  void stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::close(to_);
+    ::close(from_);
+    int status;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+  WorkerOptions options_;
+  std::string stderr_path_, inflight_path_;
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  std::string buffer_;
+};
+
+nlohmann::json cell_json(const std::string& op, const std::string& target, DType dtype, Device device) {
+  return {{"op", op}, {"target", target}, {"dtype", std::string(dtype_name(dtype))}, {"device", device_name(device)}};
+}
+
+nlohmann::json request_json(const std::string& op, const CaseRequest& r) {
+  nlohmann::json json = cell_json(op, r.target, r.dtype, r.device);
+  json["case_seed"] = std::to_string(r.case_seed);
+  json["generator_size"] = r.generator_size;
+  json["max_boxes"] = r.max_boxes;
+  return json;
+}
+
+class WorkerRunner final : public CaseRunner {
+ public:
+  explicit WorkerRunner(WorkerOptions options) : options_(std::move(options)), worker_(options_, 0) {
+    ::signal(SIGPIPE, SIG_IGN);  // a dead worker's pipe must be an error, not our death
+  }
+
+  std::vector<CaseOutcome> run_cases(const OpHarness& op, const std::vector<CaseRequest>& requests) override {
+    std::vector<CaseOutcome> outcomes;
+    while (outcomes.size() < requests.size()) {
+      std::vector<nlohmann::json> messages;
+      for (std::size_t i = outcomes.size(); i < requests.size(); ++i) {
+        messages.push_back(request_json(op.name(), requests[i]));
+        messages.back()["cmd"] = "run";
+      }
+      const double case_timeout = timeout(requests[outcomes.size()]);
+      for (const Worker::Reply& reply : worker_.requests(messages, case_timeout)) {
+        if (reply.outcome == Worker::Outcome::interrupted) return outcomes;
+        const CaseRequest& request = requests[outcomes.size()];
+        CaseOutcome outcome;
+        if (reply.outcome == Worker::Outcome::answered) {
+          checked(reply.answer);
+          outcome.judgement = judgement_from(reply.answer);
+          outcome.size = reply.answer.value("size", static_cast<std::size_t>(0));
+        } else {
+          // The case in flight killed its worker; the ones after it run on a fresh one.
+          outcome.judgement.verdicts.push_back(casualty(reply, case_timeout));
+          outcome.size = op.size_of(op.generated_input(request));  // generation is pure: redo it here
+        }
+        outcomes.push_back(std::move(outcome));
+      }
+    }
+    return outcomes;
+  }
+
+  compare::Judgement judge_input(const OpHarness& op, const CaseRequest& request,
+                                 const nlohmann::json& input) override {
+    nlohmann::json message = cell_json(op.name(), request.target, request.dtype, request.device);
+    message["cmd"] = "judge";
+    message["input"] = input;
+    Worker::Reply reply = worker_.request(message, timeout(request));
+    if (reply.outcome == Worker::Outcome::answered) {
+      checked(reply.answer);
+      return judgement_from(reply.answer);
+    }
+    compare::Judgement judgement;
+    judgement.verdicts.push_back(casualty(reply, timeout(request)));
+    return judgement;
+  }
+
+  std::optional<std::string> unsupported_reason(const OpHarness& op, const std::string& target, DType dtype,
+                                                Device device) override {
+    nlohmann::json message = cell_json(op.name(), target, dtype, device);
+    message["cmd"] = "probe";
+    Worker::Reply reply = worker_.request(message, options_.case_timeout_s);
+    // A probe that kills the worker is a finding the campaign will meet again, not a reason.
+    if (reply.outcome != Worker::Outcome::answered) return std::nullopt;
+    checked(reply.answer);
+    if (reply.answer.at("unsupported").is_null()) return std::nullopt;
+    return reply.answer.at("unsupported").get<std::string>();
+  }
+
+  InputJudge input_judge(const OpHarness& op, const CaseRequest& request) override {
+    return [this, &op, request](const nlohmann::json& input) { return judge_input(op, request, input); };
+  }
+
+  Evaluation evaluate(const OpHarness& op, const nlohmann::json& input, const std::string& target, DType dtype,
+                      Device device) override {
+    nlohmann::json message = cell_json(op.name(), target, dtype, device);
+    message["cmd"] = "evaluate";
+    message["input"] = input;
+    const double case_timeout = options_.case_timeout_s * (1.0 + static_cast<double>(op.size_of(input)) / 1000.0);
+    Worker::Reply reply = worker_.request(message, case_timeout);
+    Evaluation evaluation;
+    evaluation.size = op.size_of(input);
+    if (reply.outcome != Worker::Outcome::answered) {
+      evaluation.judgement.verdicts.push_back(casualty(reply, case_timeout));
+      return evaluation;
+    }
+    checked(reply.answer);
+    evaluation.judgement = judgement_from(reply.answer);
+    evaluation.output = reply.answer.value("output", nlohmann::json());
+    evaluation.side_by_side = reply.answer.value("side_by_side", "");
+    return evaluation;
+  }
+
+ private:
+  double timeout(const CaseRequest& request) const {
+    return options_.case_timeout_s * (1.0 + request.max_boxes / 1000.0);
+  }
+
+  static void checked(const nlohmann::json& answer) {
+    if (answer.contains("error"))
+      throw Error(ErrorKind::internal, "worker: " + answer.at("error").get<std::string>());
+  }
+
+  static compare::Judgement judgement_from(const nlohmann::json& answer) {
+    compare::Judgement judgement;
+    for (const auto& v : answer.at("verdicts")) judgement.verdicts.push_back(verdict_from_json(v));
+    judgement.max_normalized_error = answer.value("max_normalized_error", -1.0);
+    return judgement;
+  }
+
+  static compare::Verdict casualty(const Worker::Reply& reply, double timeout_s) {
+    compare::Verdict verdict;
+    if (reply.outcome == Worker::Outcome::timed_out) {
+      verdict.kind = FindingKind::hang;
+      verdict.property = "timeout";
+      verdict.message = fmt::format("no answer within {:.1f} s: the worker was killed", timeout_s);
+    } else {
+      verdict.kind = FindingKind::crash;
+      verdict.property = reply.death;
+      verdict.message = "the worker died (" + reply.death + ") running the case";
+    }
+    std::string tail = reply.stderr_tail;
+    if (!tail.empty()) {
+      std::string last = tail.substr(0, tail.size() - 1);
+      last = last.substr(last.rfind('\n') == std::string::npos ? 0 : last.rfind('\n') + 1);
+      verdict.message += "; last stderr line: " + last.substr(0, 200);
+    }
+    verdict.details = {{"death", reply.death}, {"stderr_tail", tail}};
+    return verdict;
+  }
+
+  WorkerOptions options_;
+  Worker worker_;
+};
+
+// ---------------------------------------------------------------- worker side
+
+nlohmann::json answer(const Registry& registry, const nlohmann::json& request) {
+  const std::string cmd = request.at("cmd");
+  if (cmd == "ping") return {{"ready", true}};
+  const OpHarness* op = registry.find(request.at("op").get<std::string>());
+  if (!op) return {{"error", "unknown op " + request.at("op").get<std::string>()}};
+  const std::string target = request.at("target");
+  const DType dtype = parse_dtype(request.at("dtype").get<std::string>()).value_or(DType::fp32);
+  const Device device = request.at("device") == "cuda" ? Device::cuda : Device::cpu;
+  if (cmd == "probe") {
+    auto reason = op->unsupported_reason(target, dtype, device);
+    return {{"unsupported", reason ? nlohmann::json(*reason) : nlohmann::json(nullptr)}};
+  }
+  compare::Judgement judgement;
+  std::size_t size = 0;
+  if (cmd == "run") {
+    CaseRequest r{target, dtype, device, std::stoull(request.at("case_seed").get<std::string>()),
+                  request.at("generator_size").get<int>(), request.at("max_boxes").get<int>()};
+    CaseOutcome outcome = op->run_case(r);
+    judgement = std::move(outcome.judgement);
+    size = outcome.size;
+  } else if (cmd == "judge") {
+    judgement = op->judge_json(request.at("input"), target, dtype, device);
+  } else if (cmd == "evaluate") {
+    Evaluation evaluation = op->evaluate(request.at("input"), target, dtype, device);
+    nlohmann::json verdicts = nlohmann::json::array();
+    for (const auto& v : evaluation.judgement.verdicts) verdicts.push_back(verdict_json(v));
+    return {{"verdicts", verdicts},
+            {"max_normalized_error", evaluation.judgement.max_normalized_error},
+            {"output", evaluation.output},
+            {"side_by_side", evaluation.side_by_side}};
+  } else {
+    return {{"error", "unknown command " + cmd}};
+  }
+  nlohmann::json verdicts = nlohmann::json::array();
+  for (const auto& v : judgement.verdicts) verdicts.push_back(verdict_json(v));
+  return {{"verdicts", verdicts}, {"max_normalized_error", judgement.max_normalized_error}, {"size", size}};
+}
+
+}  // namespace
+
+std::unique_ptr<CaseRunner> make_worker_runner(const WorkerOptions& options) {
+  return std::make_unique<WorkerRunner>(options);
+}
+
+int serve_worker(const Registry& registry) {
+  std::ios::sync_with_stdio(false);
+  for (std::string line; std::getline(std::cin, line);) {
+    nlohmann::json reply;
+    try {
+      reply = answer(registry, nlohmann::json::parse(line));
+    } catch (const std::exception& e) {
+      reply = {{"error", e.what()}};
+    }
+    std::cout << reply.dump() << "\n" << std::flush;
+  }
+  return 0;
+}
+
+}  // namespace detfuzz::fuzz

@@ -1,0 +1,62 @@
+// Where a campaign's kernels run. In-process is fastest and is what tests with planted
+// targets use; worker processes are what a campaign needs when the kernels may segfault,
+// abort or hang: the worker dies or is killed, the campaign records a `crash` or `hang`
+// finding and starts a new worker.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fuzz/ops/op_harness.h"
+
+namespace detfuzz::fuzz {
+
+class CaseRunner {
+ public:
+  virtual ~CaseRunner() = default;
+  // Generated cases (generated where they run, from their seeds), in order. Batches let a
+  // worker pipeline them: the round trip per case is what isolation costs.
+  virtual std::vector<CaseOutcome> run_cases(const OpHarness& op, const std::vector<CaseRequest>& requests) = 0;
+  // An explicit input (a shrink candidate) in the cell of `request`.
+  virtual compare::Judgement judge_input(const OpHarness& op, const CaseRequest& request,
+                                         const nlohmann::json& input) = 0;
+  virtual std::optional<std::string> unsupported_reason(const OpHarness& op, const std::string& target,
+                                                        DType dtype, Device device) = 0;
+  // How the shrinker should judge candidates: nullptr means in this process, typed.
+  virtual InputJudge input_judge(const OpHarness& op, const CaseRequest& request) = 0;
+  // A given input with the kernel's output beside the oracle's (replay, eval).
+  virtual Evaluation evaluate(const OpHarness& op, const nlohmann::json& input, const std::string& target,
+                              DType dtype, Device device) = 0;
+};
+
+class InProcessRunner final : public CaseRunner {
+ public:
+  std::vector<CaseOutcome> run_cases(const OpHarness& op, const std::vector<CaseRequest>& requests) override;
+  compare::Judgement judge_input(const OpHarness& op, const CaseRequest& request,
+                                 const nlohmann::json& input) override;
+  std::optional<std::string> unsupported_reason(const OpHarness& op, const std::string& target, DType dtype,
+                                                Device device) override;
+  InputJudge input_judge(const OpHarness& op, const CaseRequest& request) override;
+  Evaluation evaluate(const OpHarness& op, const nlohmann::json& input, const std::string& target, DType dtype,
+                      Device device) override;
+};
+
+struct WorkerOptions {
+  std::string executable;              // the detfuzz binary
+  std::vector<std::string> arguments;  // global flags the worker needs (--torchvision-lib)
+  double case_timeout_s = 10;          // per case, scaled by the case's box cap
+  std::string scratch_dir;             // workers' stderr logs and the write-ahead case
+};
+
+std::unique_ptr<CaseRunner> make_worker_runner(const WorkerOptions& options);
+
+// The worker's side (`detfuzz worker`): JSON-line requests on stdin, answers on stdout.
+int serve_worker(const Registry& registry);
+
+// Verdicts cross the process boundary as JSON.
+nlohmann::json verdict_json(const compare::Verdict& verdict);
+compare::Verdict verdict_from_json(const nlohmann::json& json);
+
+}  // namespace detfuzz::fuzz
