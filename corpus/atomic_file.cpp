@@ -11,7 +11,7 @@
 
 namespace detfuzz::corpus {
 
-void write_file_atomically(const std::string& path, const std::string& contents) {
+void write_file_atomically(const std::string& path, const std::string& contents, bool durable) {
   // pid + a counter: concurrent writers (shards, threads) never share a temporary name.
   static std::atomic<unsigned> counter{0};
   const std::string temporary =
@@ -22,7 +22,7 @@ void write_file_atomically(const std::string& path, const std::string& contents)
                              " (check that the directory exists and is writable)");
   bool ok = std::fwrite(contents.data(), 1, contents.size(), file) == contents.size();
   ok = std::fflush(file) == 0 && ok;
-  ok = ::fsync(::fileno(file)) == 0 && ok;
+  if (durable) ok = ::fsync(::fileno(file)) == 0 && ok;
   ok = std::fclose(file) == 0 && ok;
   if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
     const int error = errno;

@@ -6,8 +6,10 @@
 
 namespace detfuzz::corpus {
 
-// std::runtime_error naming the path and the system's reason on failure.
-void write_file_atomically(const std::string& path, const std::string& contents);
+// std::runtime_error naming the path and the system's reason on failure. `durable` adds an
+// fsync before the rename (survives power loss, not only a killed process); hot paths that
+// rewrite a file per batch pass false.
+void write_file_atomically(const std::string& path, const std::string& contents, bool durable = true);
 
 // Creates `dir` and its parents if needed; std::runtime_error naming it otherwise.
 void ensure_directory(const std::string& dir);

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -100,25 +101,29 @@ class Worker {
     std::string stderr_tail;
   };
 
+  // Starts the process and asks it to say when it is ready, without waiting for the answer:
+  // a spare warms up while another worker runs cases.
+  void warm_up() {
+    if (pid_ > 0) return;
+    start();
+    pinged_ = send({{"cmd", "ping"}});
+  }
+
   Worker(const WorkerOptions& options, int index) : options_(options) {
     corpus::ensure_directory(options.scratch_dir);
     stderr_path_ = options.scratch_dir + "/worker-" + std::to_string(index) + ".stderr";
-    inflight_path_ = options.scratch_dir + "/inflight-" + std::to_string(index) + ".json";
+    inflight_path_ = options.scratch_dir + "/inflight-" + std::to_string(index) + ".jsonl";
   }
   ~Worker() { stop(); }
-
-  Reply request(const nlohmann::json& message, double timeout_s) {
-    return requests({message}, timeout_s).front();
-  }
 
   // Sends every message at once and collects the answers in order, each within timeout_s
   // of the previous one. Stops at the first death or timeout: the replies then end with it,
   // and the messages after it were not run.
   std::vector<Reply> requests(const std::vector<nlohmann::json>& messages, double timeout_s) {
-    if (pid_ <= 0) {
-      start();
+    if (pid_ <= 0) warm_up();
+    if (pinged_) {
       // Loading LibTorch and torchvision takes a moment: not the case's time.
-      send({{"cmd", "ping"}});
+      pinged_ = false;
       Reply ready = receive(120.0);
       if (ready.outcome != Outcome::answered) return {ready};
     }
@@ -166,10 +171,12 @@ class Worker {
   }
 
   void write_ahead(const std::vector<nlohmann::json>& messages) {
-    // The cases about to run, on disk before they run: what a person finds after the whole
-    // campaign died. Plain overwrite, no fsync: this runs for every batch.
-    std::ofstream file(inflight_path_, std::ios::trunc);
-    for (const auto& message : messages) file << message.dump() << "\n";
+    // The cases about to run, one per line, on disk before they run: what a person finds
+    // after the whole campaign died. Replaced atomically, but not fsync'ed: this runs for
+    // every batch.
+    std::string lines;
+    for (const auto& message : messages) lines += message.dump() + "\n";
+    corpus::write_file_atomically(inflight_path_, lines, false);
   }
 
   bool send(const nlohmann::json& message) {
@@ -257,6 +264,7 @@ class Worker {
   std::string stderr_path_, inflight_path_;
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1;
+  bool pinged_ = false;
   std::string buffer_;
 };
 
@@ -274,7 +282,9 @@ nlohmann::json request_json(const std::string& op, const CaseRequest& r) {
 
 class WorkerRunner final : public CaseRunner {
  public:
-  explicit WorkerRunner(WorkerOptions options) : options_(std::move(options)), worker_(options_, 0) {
+  explicit WorkerRunner(WorkerOptions options)
+      : options_(std::move(options)),
+        workers_{std::make_unique<Worker>(options_, 0), std::make_unique<Worker>(options_, 1)} {
     ::signal(SIGPIPE, SIG_IGN);  // a dead worker's pipe must be an error, not our death
   }
 
@@ -287,7 +297,7 @@ class WorkerRunner final : public CaseRunner {
         messages.back()["cmd"] = "run";
       }
       const double case_timeout = timeout(requests[outcomes.size()]);
-      for (const Worker::Reply& reply : worker_.requests(messages, case_timeout)) {
+      for (const Worker::Reply& reply : send_to_worker(messages, case_timeout)) {
         if (reply.outcome == Worker::Outcome::interrupted) return outcomes;
         const CaseRequest& request = requests[outcomes.size()];
         CaseOutcome outcome;
@@ -311,7 +321,7 @@ class WorkerRunner final : public CaseRunner {
     nlohmann::json message = cell_json(op.name(), request.target, request.dtype, request.device);
     message["cmd"] = "judge";
     message["input"] = input;
-    Worker::Reply reply = worker_.request(message, timeout(request));
+    Worker::Reply reply = send_to_worker({message}, timeout(request)).front();
     if (reply.outcome == Worker::Outcome::answered) {
       checked(reply.answer);
       return judgement_from(reply.answer);
@@ -325,7 +335,7 @@ class WorkerRunner final : public CaseRunner {
                                                 Device device) override {
     nlohmann::json message = cell_json(op.name(), target, dtype, device);
     message["cmd"] = "probe";
-    Worker::Reply reply = worker_.request(message, options_.case_timeout_s);
+    Worker::Reply reply = send_to_worker({message}, options_.case_timeout_s).front();
     // A probe that kills the worker is a finding the campaign will meet again, not a reason.
     if (reply.outcome != Worker::Outcome::answered) return std::nullopt;
     checked(reply.answer);
@@ -343,7 +353,7 @@ class WorkerRunner final : public CaseRunner {
     message["cmd"] = "evaluate";
     message["input"] = input;
     const double case_timeout = options_.case_timeout_s * (1.0 + static_cast<double>(op.size_of(input)) / 1000.0);
-    Worker::Reply reply = worker_.request(message, case_timeout);
+    Worker::Reply reply = send_to_worker({message}, case_timeout).front();
     Evaluation evaluation;
     evaluation.size = op.size_of(input);
     if (reply.outcome != Worker::Outcome::answered) {
@@ -395,8 +405,20 @@ class WorkerRunner final : public CaseRunner {
     return verdict;
   }
 
+  // After a worker dies, the spare (warmed up meanwhile) takes over and a new spare starts:
+  // kernels that crash often cost a swap, not a LibTorch start, per death.
+  std::vector<Worker::Reply> send_to_worker(const std::vector<nlohmann::json>& messages, double timeout_s) {
+    std::vector<Worker::Reply> replies = workers_[0]->requests(messages, timeout_s);
+    const auto outcome = replies.back().outcome;
+    if (outcome == Worker::Outcome::died || outcome == Worker::Outcome::timed_out) {
+      std::swap(workers_[0], workers_[1]);
+      workers_[1]->warm_up();
+    }
+    return replies;
+  }
+
   WorkerOptions options_;
-  Worker worker_;
+  std::unique_ptr<Worker> workers_[2];
 };
 
 // ---------------------------------------------------------------- worker side
@@ -446,6 +468,10 @@ std::unique_ptr<CaseRunner> make_worker_runner(const WorkerOptions& options) {
 }
 
 int serve_worker(const Registry& registry) {
+  // A campaign killed with SIGKILL cannot stop its workers; the kernel does it for us (a
+  // hanging kernel would otherwise outlive everyone).
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1) return 0;
   std::ios::sync_with_stdio(false);
   for (std::string line; std::getline(std::cin, line);) {
     nlohmann::json reply;

@@ -7,6 +7,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <thread>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <set>
+#include <sstream>
+
+extern char** environ;
 
 #include <nlohmann/json.hpp>
 
@@ -294,6 +303,104 @@ TEST_F(Cli, CorpusAddCanonicalizesValidCasesAndRejectsBrokenOnes) {
   Result rejected = detfuzz("replay " + dir() + "/bad.json");
   EXPECT_EQ(rejected.status, 2);
   EXPECT_NE(rejected.output.find("scores"), std::string::npos) << rejected.output;
+}
+
+TEST_F(Cli, CrashingAndHangingKernelsBecomeMinimizedFindingsAndTheCampaignGoesOn) {
+  // mutant:nms_crash_7x3 raises SIGSEGV on a 7x3 box, mutant:nms_hang_5x9 never returns on a
+  // 5x9 box (kernels/mutants/nms_mutants.cpp): roughly 1 case in 300 each.
+  Result r = detfuzz("run --ops nms --targets mutant:nms_crash_7x3,mutant:nms_hang_5x9 --dtypes fp32 --cases 700 "
+                     "--case-timeout 1s --progress none --report " + dir());
+  ASSERT_EQ(r.status, 1) << r.output;
+  nlohmann::json json = report();
+  for (const auto& cell : json["cells"]) EXPECT_EQ(cell["cases"], 700) << "every case ran, before and after";
+  std::map<std::string, nlohmann::json> by_kind;
+  for (const auto& f : json["findings"])
+    if (f["kind"] == "crash" || f["kind"] == "hang") {
+      EXPECT_EQ(by_kind.count(f["kind"]), 0u) << "each distinct death is recorded once";
+      by_kind[f["kind"]] = f;
+    }
+  ASSERT_EQ(by_kind.count("crash"), 1u) << json["findings"].dump(2);
+  ASSERT_EQ(by_kind.count("hang"), 1u) << json["findings"].dump(2);
+  EXPECT_EQ(by_kind["crash"]["property"], "SIGSEGV");
+  EXPECT_GT(by_kind["crash"]["occurrences"].get<int>(), 1);
+  EXPECT_EQ(by_kind["crash"]["input"]["boxes"], nlohmann::json::parse("[[0.0, 0.0, 7.0, 3.0]]"));
+  EXPECT_EQ(by_kind["hang"]["input"]["boxes"], nlohmann::json::parse("[[0.0, 0.0, 5.0, 9.0]]"));
+  // Their case files replay: the crash is recognized in a fresh worker, not suffered.
+  Result replay = detfuzz("replay --case-timeout 1s " + by_kind["crash"]["case_file"].get<std::string>() + " " +
+                          by_kind["hang"]["case_file"].get<std::string>());
+  EXPECT_EQ(replay.status, 0) << replay.output;
+}
+
+// Starts detfuzz with `arguments` as our own child (output discarded) and returns its pid.
+pid_t spawn_detfuzz(const std::vector<std::string>& arguments) {
+  const char* binary = std::getenv("DETFUZZ_BINARY");
+  std::vector<std::string> args{binary ? binary : "build/detfuzz"};
+  args.insert(args.end(), arguments.begin(), arguments.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+TEST_F(Cli, SigtermWritesAPartialReportAndExits143) {
+  pid_t pid = spawn_detfuzz({"run", "--budget", "120s", "--progress", "none", "--report", dir()});
+  ASSERT_GT(pid, 0);
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 143);
+  nlohmann::json json = report();
+  EXPECT_TRUE(json["partial"].get<bool>());
+  EXPECT_GT(json["total_cases"].get<int>(), 0);
+}
+
+// kill -9 at random moments, 20 times, into one report folder: every file on disk parses,
+// and every finding stored before a kill is still stored after it (as the same file, or as
+// a smaller case of the same signature, which replaces it by design).
+TEST_F(Cli, KillNineAtAnyMomentLosesAndCorruptsNothing) {
+  fs::create_directories(dir_);
+  std::set<std::string> seen;
+  std::uint64_t state = 42;
+  for (int round = 0; round < 20; ++round) {
+    pid_t pid = spawn_detfuzz({"run", "--ops", "box_iou,roi_align", "--dtypes", "fp16,fp32", "--budget", "30s",
+                               "--seed", std::to_string(round % 4), "--progress", "none", "--report", dir()});
+    ASSERT_GT(pid, 0);
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300 + (state >> 33) % 1700));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    std::set<std::string> now;
+    for (const auto& entry : fs::recursive_directory_iterator(dir_)) {
+      if (!entry.is_regular_file()) continue;
+      const std::string text = read_file(entry.path());
+      if (entry.path().extension() == ".jsonl") {  // the write-ahead: one request per line
+        std::istringstream lines(text);
+        for (std::string line; std::getline(lines, line);)
+          EXPECT_NO_THROW(nlohmann::json::parse(line)) << entry.path() << " is torn after round " << round;
+        continue;
+      }
+      if (entry.path().extension() != ".json") continue;
+      EXPECT_NO_THROW(nlohmann::json::parse(text)) << entry.path() << " is torn after round " << round;
+      if (entry.path().parent_path() == dir_ / "corpus") {
+        nlohmann::json file = nlohmann::json::parse(text);
+        now.insert(file["op"].get<std::string>() + "/" + file["dtype"].get<std::string>() + "/" +
+                   file["expect"]["kind"].get<std::string>() + "/" + file["expect"]["property"].get<std::string>());
+      }
+    }
+    for (const auto& signature : seen) EXPECT_TRUE(now.count(signature)) << signature << " was lost in round " << round;
+    seen.insert(now.begin(), now.end());
+  }
+  EXPECT_FALSE(seen.empty()) << "the campaigns found nothing to keep";
 }
 
 TEST(Duration, ParsesUnitsAndRejectsTheRest) {
