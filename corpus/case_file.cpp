@@ -140,7 +140,7 @@ CaseFile read_case_file(const std::string& path) {
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
     throw Error(ErrorKind::input, path + ": not valid JSON (truncated or edited by hand?): " +
                                       std::string(e.what()).substr(std::string(e.what()).find(' ') + 1));
   }

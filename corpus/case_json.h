@@ -22,6 +22,12 @@ nlohmann::json to_json(const BoxIouProblem& problem);
 nlohmann::json to_json(const RoiAlignProblem& problem);
 nlohmann::json to_json(const RoiPoolProblem& problem);
 
+// Per-case resource caps: a case file (or a generator) asking for more is refused with the
+// numbers and the fix, so that no case can exhaust memory.
+inline constexpr std::size_t kMaxBoxesPerCase = 1 << 20;
+inline constexpr std::size_t kMaxIousPerCase = 1 << 24;  // box_iou: rows x columns
+inline constexpr std::size_t kMaxRoisPerCase = 1 << 16;
+
 // Validating readers: a malformed input names the field, what was expected and what came.
 NmsProblem nms_problem_from_json(const nlohmann::json& json);
 BoxIouProblem box_iou_problem_from_json(const nlohmann::json& json);

@@ -68,6 +68,7 @@ nlohmann::json config_json(const CampaignOptions& options, const std::vector<Cel
                            {"devices", devices},
                            {"seed", options.seed},
                            {"max_boxes", options.max_boxes},
+                           {"hostile", options.hostile},
                            {"fail_on_extra", fail_on},
                            {"minimize_budget_s", options.minimize_budget_s},
                            {"corpus", options.corpus_dir}};
@@ -232,7 +233,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         if (options.cases_per_cell && index >= *options.cases_per_cell) break;
         requests.push_back({plan.target, plan.dtype, plan.device,
                             case_seed(options.seed, plan.op->name(), plan.dtype, index), generator_size(index),
-                            options.max_boxes});
+                            options.max_boxes, options.hostile});
       }
       if (requests.empty()) {
         cell->done = true;
@@ -302,7 +303,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         finding.details = shrunk.verdict.details;
         finding.minimize_s = shrunk.seconds;
         finding.replay = replay_command(plan.op->name(), plan.target, plan.dtype, plan.device,
-                                        options.seed, index, options.max_boxes);
+                                        options.seed, index, options.max_boxes, options.hostile);
         if (!options.corpus_dir.empty()) {
           FindingOrigin origin{plan.op->name(), options.seed, index, outcome.size};
           finding.case_file = corpus::store_case(case_file_for(origin, request, shrunk, options.environment),

@@ -25,6 +25,7 @@ struct CampaignOptions {
   std::optional<double> budget_s;  // wall time shared fairly by the cells
   std::uint64_t seed = 1;
   int max_boxes = 64;
+  bool hostile = false;  // add NaN, infinities, inverted boxes, bad batch indices
   std::vector<FindingKind> fail_on;  // kinds that fail beyond the default ones
   double minimize_budget_s = 10;     // per finding; the evaluation cap keeps results exact
   double slow_minimize_budget_s = 60;  // per crash or hang finding (restarts, timeouts)

@@ -118,16 +118,16 @@ ShrinkPath parse_reproduce_string(const std::string& text, CaseRequest& request)
 }
 
 std::string replay_command(const std::string& op, const std::string& target, DType dtype,
-                           Device device, std::uint64_t seed, std::uint64_t index, int max_boxes) {
+                           Device device, std::uint64_t seed, std::uint64_t index, int max_boxes, bool hostile) {
   return fmt::format(
-      "detfuzz replay --seed {} --ops {} --targets {} --dtypes {} --devices {} --case-index {} --max-boxes {}",
-      seed, op, target, dtype_name(dtype), device_name(device), index, max_boxes);
+      "detfuzz replay --seed {} --ops {} --targets {} --dtypes {} --devices {} --case-index {} --max-boxes {}{}",
+      seed, op, target, dtype_name(dtype), device_name(device), index, max_boxes, hostile ? " --hostile" : "");
 }
 
 std::string minimize_command(const std::string& op, const std::string& target, DType dtype, Device device,
-                             std::uint64_t seed, std::uint64_t index, int max_boxes,
+                             std::uint64_t seed, std::uint64_t index, int max_boxes, bool hostile,
                              const compare::Verdict& verdict) {
-  return replay_command(op, target, dtype, device, seed, index, max_boxes) +
+  return replay_command(op, target, dtype, device, seed, index, max_boxes, hostile) +
          fmt::format(" --minimize --kind {} --property {} --corpus DIR", finding_kind_name(verdict.kind),
                      verdict.property);
 }
@@ -151,10 +151,11 @@ corpus::CaseFile case_file_for(const FindingOrigin& origin, const CaseRequest& r
       {"case_seed", std::to_string(request.case_seed)},
       {"generator_size", request.generator_size},
       {"max_boxes", request.max_boxes},
+      {"hostile", request.hostile},
       {"shrink_path", {{"rapidcheck", shrunk.path.rapidcheck}, {"domain", shrunk.path.domain}}},
       {"reproduce", reproduce_string(request, shrunk.path)},
       {"replay", minimize_command(origin.op, request.target, request.dtype, request.device, origin.seed,
-                                  origin.case_index, request.max_boxes, verdict)}};
+                                  origin.case_index, request.max_boxes, request.hostile, verdict)}};
   file.environment = environment;
   file.verdict = {{"kind", std::string(finding_kind_name(verdict.kind))},
                   {"property", verdict.property},

@@ -37,7 +37,8 @@ corpus::CaseFile case_file_for(const FindingOrigin& origin, const CaseRequest& r
 
 // The command line that regenerates case `index` of a campaign, as a case file would record it.
 std::string replay_command(const std::string& op, const std::string& target, DType dtype,
-                           Device device, std::uint64_t seed, std::uint64_t index, int max_boxes);
+                           Device device, std::uint64_t seed, std::uint64_t index, int max_boxes,
+                           bool hostile = false);
 
 // "<case seed>/<size>/<rapidcheck path>/<domain path>", paths as dot-separated indices:
 // what `detfuzz replay --reproduce` takes to rebuild a minimized case without judging.
@@ -48,7 +49,7 @@ ShrinkPath parse_reproduce_string(const std::string& text, CaseRequest& request)
 
 // replay_command plus the flags that minimize it again to the same case file.
 std::string minimize_command(const std::string& op, const std::string& target, DType dtype, Device device,
-                             std::uint64_t seed, std::uint64_t index, int max_boxes,
+                             std::uint64_t seed, std::uint64_t index, int max_boxes, bool hostile,
                              const compare::Verdict& verdict);
 
 const OpHarness& find_op_or_throw(const Registry& registry, const std::string& name,

@@ -277,6 +277,7 @@ nlohmann::json request_json(const std::string& op, const CaseRequest& r) {
   json["case_seed"] = std::to_string(r.case_seed);
   json["generator_size"] = r.generator_size;
   json["max_boxes"] = r.max_boxes;
+  json["hostile"] = r.hostile;
   return json;
 }
 
@@ -439,7 +440,8 @@ nlohmann::json answer(const Registry& registry, const nlohmann::json& request) {
   std::size_t size = 0;
   if (cmd == "run") {
     CaseRequest r{target, dtype, device, std::stoull(request.at("case_seed").get<std::string>()),
-                  request.at("generator_size").get<int>(), request.at("max_boxes").get<int>()};
+                  request.at("generator_size").get<int>(), request.at("max_boxes").get<int>(),
+                  request.value("hostile", false)};
     CaseOutcome outcome = op->run_case(r);
     judgement = std::move(outcome.judgement);
     size = outcome.size;

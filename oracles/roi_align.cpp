@@ -75,6 +75,7 @@ RoiGeometry geometry(const RoiAlignProblem& p, const Roi& roi) {
 std::set<int> grid_counts(const RoiAlignProblem& p, const Tracked& bin, const Tiers& tiers, int tier) {
   if (p.sampling_ratio > 0) return {static_cast<int>(p.sampling_ratio)};
   const double error = widened(bin, tiers, tier);
+  if (!(bin.value + error < kMaxRoiAlignSamples) || error > 4) return {};  // the caller gives up on the RoI
   std::set<int> counts;
   for (double c = std::ceil(bin.value - error); c <= std::ceil(bin.value + error); ++c) counts.insert(static_cast<int>(c));
   return counts;
@@ -217,6 +218,18 @@ std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& p, DType storage) 
   out.reserve(p.rois.size() * per_roi);
   for (const Roi& roi : p.rois) {
     RoiGeometry g = geometry(p, roi);
+    auto grid = [&](const Tracked& bin) {
+      return p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::max(1.0, std::ceil(std::fabs(bin.value)));
+    };
+    const double work = grid(g.bin_h) * grid(g.bin_w) * static_cast<double>(per_roi);
+    bool sane = std::isfinite(work) && work <= kMaxRoiAlignSamples;
+    for (const Tracked* t : {&g.start_h, &g.start_w, &g.bin_h, &g.bin_w}) sane = sane && std::fabs(t->value) < (1 << 30);
+    if (!sane) {
+      RoiAlignElement anything;
+      anything.unconstrained = true;
+      out.insert(out.end(), per_roi, anything);
+      continue;
+    }
     const int nominal_h = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio)
                                                : static_cast<int>(std::ceil(g.bin_h.value));
     const int nominal_w = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio)
@@ -231,9 +244,16 @@ std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& p, DType storage) 
     }
     // Grid counts rounding can move: each tier spans every count it leaves open.
     std::set<int> heights[kTiers], widths[kTiers];
+    bool open_ended = false;
     for (int tier = 0; tier < kTiers; ++tier) {
       heights[tier] = grid_counts(p, g.bin_h, tiers, tier);
       widths[tier] = grid_counts(p, g.bin_w, tiers, tier);
+      open_ended = open_ended || heights[tier].empty() || widths[tier].empty();
+    }
+    if (open_ended) {
+      for (auto& e : elements) e.unconstrained = true;
+      out.insert(out.end(), elements.begin(), elements.end());
+      continue;
     }
     std::set<int> all_heights = heights[0], all_widths = widths[0];
     all_heights.insert(heights[1].begin(), heights[1].end());

@@ -30,11 +30,16 @@ struct RoiAlignTier {
 };
 
 struct RoiAlignElement {
+  // The oracle says nothing: scaled corners at 2^30 or beyond, or more samples per RoI than
+  // kMaxRoiAlignSamples (kernels overflow their int grid there or take minutes).
+  bool unconstrained = false;
   double value = 0;  // every decision as fp64 takes it
   RoiAlignTier strict;   // accumulate-type arithmetic
   RoiAlignTier storage;  // storage-dtype arithmetic
   bool range_ok = true;  // intermediates within the accumulate type's range
 };
+
+inline constexpr double kMaxRoiAlignSamples = 1 << 24;
 
 // Output [K, C, pooled_height, pooled_width], row-major.
 std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& problem, DType storage);

@@ -11,12 +11,22 @@ namespace {
 
 constexpr double kSafety = 2.0;
 
+// Beyond this the kernel's int conversions overflow (undefined behaviour in torchvision
+// too): the oracle says nothing about such a RoI.
+constexpr double kMaxCoordinate = 1 << 30;
+constexpr std::int64_t kMaxResolutions = 8;
+
+struct Unconstrained {};  // thrown inside one RoI's evaluation: its outputs accept anything
+
 // Integers a kernel's f(value) may produce when its value is off by up to `error`; f is
 // monotone (round, floor, ceil), so the ends of the interval bound them.
 template <class F>
 std::vector<std::int64_t> resolutions(double value, double error, F f) {
+  const double lo_value = f(value - error), hi_value = f(value + error);
+  if (!(std::fabs(lo_value) < kMaxCoordinate && std::fabs(hi_value) < kMaxCoordinate)) throw Unconstrained{};
+  const auto lo = static_cast<std::int64_t>(lo_value), hi = static_cast<std::int64_t>(hi_value);
+  if (hi - lo >= kMaxResolutions) throw Unconstrained{};
   std::vector<std::int64_t> out;
-  const auto lo = static_cast<std::int64_t>(f(value - error)), hi = static_cast<std::int64_t>(f(value + error));
   for (std::int64_t v = lo; v <= hi; ++v) out.push_back(v);
   return out;
 }
@@ -90,11 +100,18 @@ std::vector<RoiPoolElement> roi_pool(const RoiPoolProblem& p, DType storage) {
     const auto n = static_cast<std::int64_t>(roi.batch_index);
     // [0]: nominal, [1]: strict tier, [2]: storage tier.
     std::vector<std::vector<Span>> rows[3], cols[3];
-    rows[0] = bin_spans(y1, y2, p.pooled_height, map.height, formats[0], true);
-    cols[0] = bin_spans(x1, x2, p.pooled_width, map.width, formats[0], true);
-    for (int tier = 0; tier < 2; ++tier) {
-      rows[tier + 1] = bin_spans(y1, y2, p.pooled_height, map.height, formats[tier], false);
-      cols[tier + 1] = bin_spans(x1, x2, p.pooled_width, map.width, formats[tier], false);
+    try {
+      rows[0] = bin_spans(y1, y2, p.pooled_height, map.height, formats[0], true);
+      cols[0] = bin_spans(x1, x2, p.pooled_width, map.width, formats[0], true);
+      for (int tier = 0; tier < 2; ++tier) {
+        rows[tier + 1] = bin_spans(y1, y2, p.pooled_height, map.height, formats[tier], false);
+        cols[tier + 1] = bin_spans(x1, x2, p.pooled_width, map.width, formats[tier], false);
+      }
+    } catch (const Unconstrained&) {
+      RoiPoolElement anything;
+      anything.unconstrained = true;
+      out.insert(out.end(), static_cast<std::size_t>(map.channels * p.pooled_height * p.pooled_width), anything);
+      continue;
     }
     for (std::int64_t c = 0; c < map.channels; ++c)
       for (std::int64_t ph = 0; ph < p.pooled_height; ++ph)

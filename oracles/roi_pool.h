@@ -9,6 +9,9 @@
 // bin whose values all lie below -3.4e38 comes back as -3.4e38 with argmax -1: the oracle
 // says what max pooling means, and that difference is a finding).
 //
+// A RoI whose scaled corners reach 2^30 (where torchvision's int conversions overflow) or
+// whose decisions leave more than a handful of resolutions open gets unconstrained elements.
+//
 // No arithmetic rounds the output; the rounding is in the decisions. A scaled coordinate
 // within its error bound of a rounding point (x.5), or a bin boundary within its bound of
 // an integer, may be resolved either way; each element lists every (value, argmax) some
@@ -34,6 +37,7 @@ struct RoiPoolElement {
   RoiPoolOption nominal;                 // every decision as fp64 takes it
   std::vector<RoiPoolOption> strict;     // accepted with accumulate-type arithmetic
   std::vector<RoiPoolOption> storage;    // accepted with storage-dtype arithmetic
+  bool unconstrained = false;            // any output accepted (the input left it undefined)
 };
 
 // Output [K, C, pooled_height, pooled_width], row-major.

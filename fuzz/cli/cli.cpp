@@ -42,6 +42,7 @@ struct RunSettings {
   std::string budget;
   std::uint64_t seed = 1;
   int max_boxes = 64;
+  bool hostile = false;
   std::string report_dir = "detfuzz-report";
   std::vector<std::string> fail_on;
   std::string minimize_budget = "10s";
@@ -56,6 +57,7 @@ struct CaseSelection {
   std::optional<std::uint64_t> seed, case_index;
   std::string reproduce;
   int max_boxes = 64;
+  bool hostile = false;
   bool minimize = false;
   std::string kind, property;  // which verdict --minimize keeps (default: the first failing one)
   std::string corpus_dir;
@@ -96,6 +98,7 @@ fuzz::CampaignOptions campaign_options(const RunSettings& settings) {
     throw Error(ErrorKind::usage, fmt::format("--max-boxes {} is out of range; use 0..{}",
                                               settings.max_boxes, kMaxBoxesLimit));
   options.max_boxes = settings.max_boxes;
+  options.hostile = settings.hostile;
   options.cases_per_cell = settings.cases;
   if (!settings.budget.empty()) options.budget_s = parse_duration(settings.budget, "--budget");
   if (!options.cases_per_cell && !options.budget_s) options.cases_per_cell = 200;
@@ -337,7 +340,7 @@ int replay_generated(const CaseSelection& selection, const fuzz::Registry& regis
   if (std::find(targets.begin(), targets.end(), selection.target) == targets.end())
     throw Error(ErrorKind::usage, fmt::format("op {} has no target '{}' (targets: {})", selection.op,
                                               selection.target, fmt::join(targets, ", ")));
-  fuzz::CaseRequest request{selection.target, *dtype, device, 0, 0, selection.max_boxes};
+  fuzz::CaseRequest request{selection.target, *dtype, device, 0, 0, selection.max_boxes, selection.hostile};
   nlohmann::json input;
   if (!selection.reproduce.empty()) {
     fuzz::ShrinkPath path = fuzz::parse_reproduce_string(selection.reproduce, request);
@@ -495,7 +498,11 @@ int main_with_args(int argc, char** argv) {
                   "wall-time budget shared fairly by all cells, e.g. 60s, 5m (stops at --cases too)");
   run->add_option("--seed", settings.seed, "campaign seed: same seed and settings, same cases and findings")
       ->capture_default_str();
-  run->add_option("--max-boxes", settings.max_boxes, "cap on boxes per generated set")->capture_default_str();
+  run->add_option("--max-boxes", settings.max_boxes, "cap on boxes per generated set / RoIs per case")
+      ->capture_default_str();
+  run->add_flag("--hostile", settings.hostile,
+                "hostile inputs: NaN, infinities, subnormals, extremes, inverted boxes, bad batch indices; "
+                "the kernel owes no crash, no hang, a clean error or NaN only where the input put it");
   run->add_option("--report", settings.report_dir, "directory for report.json")->capture_default_str();
   run->add_option("--fail-on", settings.fail_on,
                   "also fail on these non-default kinds: precision, overflow (or all)")
@@ -525,6 +532,7 @@ int main_with_args(int argc, char** argv) {
   replay->add_option("--dtypes", selection.dtype, "its dtype")->capture_default_str();
   replay->add_option("--devices", selection.device, "its device")->capture_default_str();
   replay->add_option("--max-boxes", selection.max_boxes, "the campaign's --max-boxes")->capture_default_str();
+  replay->add_flag("--hostile", selection.hostile, "the campaign ran with --hostile");
   replay->add_flag("--minimize", selection.minimize, "minimize the regenerated case (deterministic)");
   replay->add_option("--kind", selection.kind, "with --minimize: the finding kind to keep (default: the first failing)");
   replay->add_option("--property", selection.property, "with --minimize: the property to keep");

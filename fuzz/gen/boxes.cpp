@@ -339,7 +339,10 @@ rc::Gen<NmsProblem> nms_problem(const BoxGenOptions& options) {
   });
 }
 
-rc::Gen<BoxIouProblem> box_iou_problem(const BoxGenOptions& options) {
+rc::Gen<BoxIouProblem> box_iou_problem(const BoxGenOptions& requested) {
+  // Each side at most 4,096 boxes: a 4,096 x 4,096 matrix is the IoUs a case may hold.
+  BoxGenOptions options = requested;
+  options.max_boxes = std::min(options.max_boxes, 4096);
   auto focus = rc::gen::map(in_range(1, 100), [](int k) { return k / 100.0; });
   return rc::gen::mapcat(focus, [options](double f) {
     auto independent = rc::gen::map(rc::gen::pair(box_set(options, f), box_set(options, f)),

@@ -15,7 +15,8 @@ namespace detfuzz::gen {
 
 struct BoxGenOptions {
   DType dtype = DType::fp32;
-  int max_boxes = 64;  // cap on the boxes of one set (and on each side of box_iou)
+  int max_boxes = 64;    // cap on the boxes of one set (and on each side of box_iou)
+  bool hostile = false;  // add NaN, infinities, inverted boxes, bad batch indices (gen/hostile.h)
 };
 
 // The distributions a box set is drawn from; a set concatenates one to three of them.

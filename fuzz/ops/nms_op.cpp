@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "corpus/case_json.h"
+#include "fuzz/compare/contract.h"
 #include "fuzz/compare/nms_replay.h"
 #include "fuzz/ops/invariance.h"
 #include "fuzz/ops/render.h"
@@ -58,10 +59,43 @@ std::optional<compare::Verdict> permutation_invariance(const NmsProblem& problem
                            {"permuted_keep_mapped_back", mapped.values}}};
 }
 
+bool hostile_input(const NmsProblem& p) {
+  return std::any_of(p.boxes.begin(), p.boxes.end(), gen::hostile_box) ||
+         std::any_of(p.scores.begin(), p.scores.end(), gen::hostile_value);
+}
+
+// With NaN scores or inverted boxes no kept set is wrong; what must hold is the contract:
+// a clean error, or int64 indices into the input, each at most once.
+compare::Judgement judge_hostile(const NmsProblem& problem, const NmsTarget& target, DType dtype, Device device) {
+  auto run = run_target(target, problem, dtype, device, true);
+  if (auto* judgement = std::get_if<compare::Judgement>(&run)) return *judgement;
+  const HostTensor& keep = std::get<std::vector<HostTensor>>(run).front();
+  compare::Judgement judgement;
+  judgement.outputs = {keep};
+  if (auto breach = compare::check_contract(keep, {"keep", {-1}, "int64", device})) {
+    judgement.verdicts.push_back(*breach);
+    return judgement;
+  }
+  std::vector<bool> seen(problem.boxes.size(), false);
+  for (double index : keep.values) {
+    const bool valid = index >= 0 && index < static_cast<double>(seen.size()) && !seen[static_cast<std::size_t>(index)];
+    if (!valid) {
+      judgement.verdicts.push_back({FindingKind::mismatch, "hostile",
+                                    "on hostile input the kernel returned index " + std::to_string(index) +
+                                        ", out of range or repeated",
+                                    {{"keep", keep.values}}});
+      return judgement;
+    }
+    seen[static_cast<std::size_t>(index)] = true;
+  }
+  return judgement;
+}
+
 compare::Judgement judge(const NmsProblem& problem, const NmsTarget& target, DType dtype,
                          Device device) {
-  auto run = run_guarded(target, problem, dtype, device);
-  if (auto* verdict = std::get_if<compare::Verdict>(&run)) return {{*verdict}, -1, {}};
+  if (hostile_input(problem)) return judge_hostile(problem, target, dtype, device);
+  auto run = run_target(target, problem, dtype, device, false);
+  if (auto* judgement = std::get_if<compare::Judgement>(&run)) return *judgement;
   const HostTensor& keep = std::get<std::vector<HostTensor>>(run).front();
   compare::Judgement judgement = compare::judge_nms_output(problem, keep, dtype, device);
   judgement.outputs = {keep};

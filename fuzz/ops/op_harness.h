@@ -27,6 +27,7 @@ struct CaseRequest {
   std::uint64_t case_seed = 0;  // rc::Random seed: the case replays bit for bit from it
   int generator_size = 0;       // RapidCheck size, 0..100: small cases first
   int max_boxes = 64;
+  bool hostile = false;  // the case comes from the hostile generators (gen/hostile.h)
 };
 
 struct CaseOutcome {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "fuzz/gen/hostile.h"
 #include "fuzz/ops/minimize.h"
 
 namespace detfuzz::fuzz {
@@ -24,6 +25,8 @@ FeatureMap without_slice(const FeatureMap& map, int axis, std::int64_t drop) {
         }
   return out;
 }
+
+constexpr double kMillion = 1 << 20;
 
 }  // namespace
 
@@ -75,6 +78,52 @@ std::optional<FeatureMap> doubled_map(const FeatureMap& map, DType dtype) {
     v *= 2;
   }
   return doubled;
+}
+
+RoiTaint roi_taint(const FeatureMap& map, const std::vector<Roi>& rois, double spatial_scale,
+                   std::int64_t pooled_height, std::int64_t pooled_width) {
+  RoiTaint taint;
+  taint.clean_map = map;
+  taint.clean_rois = rois;
+  std::vector<bool> channel_tainted(static_cast<std::size_t>(map.batch * map.channels), false);
+  for (std::int64_t n = 0; n < map.batch; ++n)
+    for (std::int64_t c = 0; c < map.channels; ++c)
+      for (std::int64_t y = 0; y < map.height; ++y)
+        for (std::int64_t x = 0; x < map.width; ++x)
+          if (gen::hostile_value(map.at(n, c, y, x))) channel_tainted[static_cast<std::size_t>(n * map.channels + c)] = true;
+  for (double& v : taint.clean_map.values)
+    if (gen::hostile_value(v)) v = 0;
+  for (std::size_t k = 0; k < rois.size(); ++k) {
+    const bool bad_index = !gen::valid_batch_index(rois[k], map.batch);
+    const Roi& r = rois[k];
+    const bool extreme = !(std::fabs(r.x1 * spatial_scale) < kMillion && std::fabs(r.y1 * spatial_scale) < kMillion &&
+                           std::fabs(r.x2 * spatial_scale) < kMillion && std::fabs(r.y2 * spatial_scale) < kMillion);
+    const bool bad_box = gen::hostile_roi(r) || extreme;
+    if (bad_index) taint.bad_batch_index.push_back(k);
+    if (bad_index || bad_box) taint.clean_rois[k] = {0, 0, 0, 0, 0};
+    for (std::int64_t c = 0; c < map.channels; ++c) {
+      const bool tainted = bad_index || bad_box ||
+                           channel_tainted[static_cast<std::size_t>(static_cast<std::int64_t>(rois[k].batch_index) *
+                                                                        map.channels + c)];
+      for (std::size_t i = 0; i < static_cast<std::size_t>(pooled_height * pooled_width); ++i)
+        taint.tainted.push_back(tainted);
+    }
+  }
+  taint.hostile = !taint.bad_batch_index.empty() ||
+                  std::find(taint.tainted.begin(), taint.tainted.end(), true) != taint.tainted.end() ||
+                  std::any_of(channel_tainted.begin(), channel_tainted.end(), [](bool t) { return t; });
+  return taint;
+}
+
+std::optional<compare::Verdict> accepted_bad_batch_index(const std::vector<Roi>& rois, const RoiTaint& taint,
+                                                         std::int64_t batch) {
+  if (taint.bad_batch_index.empty()) return std::nullopt;
+  const std::size_t k = taint.bad_batch_index.front();
+  return compare::Verdict{FindingKind::mismatch, "batch_index",
+                          "RoI " + std::to_string(k) + " names image " + std::to_string(rois[k].batch_index) +
+                              " of a batch of " + std::to_string(batch) +
+                              ", and the kernel returned without an error (it read memory that is not its input)",
+                          {{"roi", k}, {"batch_index", rois[k].batch_index}, {"batch", batch}}};
 }
 
 std::vector<std::int64_t> pooled_shape(std::size_t rois, const FeatureMap& map, std::int64_t pooled_height,

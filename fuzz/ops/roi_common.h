@@ -2,10 +2,12 @@
 // RoIs, and the exact property that scaling every map value by 2 scales every output by 2.
 #pragma once
 
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "model/dtype.h"
+#include "fuzz/compare/verdict.h"
 #include "model/problems.h"
 
 namespace detfuzz::fuzz {
@@ -23,6 +25,26 @@ std::vector<MapAndRois> smaller_maps_and_rois(const FeatureMap& map, const std::
 // The map with every value doubled, when that is exact and stays far from overflow and
 // from subnormal products in `dtype` (so outputs must double exactly); nullopt otherwise.
 std::optional<FeatureMap> doubled_map(const FeatureMap& map, DType dtype);
+
+// Which outputs a hostile input leaves unconstrained: those of a RoI with a non-finite or
+// inverted box or a batch index outside the batch, and those reading a channel that holds
+// non-finite values. `clean` is the input with those replaced by harmless values, for the
+// oracle (which must never read NaN into an index or outside the map).
+struct RoiTaint {
+  bool hostile = false;
+  std::vector<std::size_t> bad_batch_index;  // RoIs whose image does not exist
+  std::vector<bool> tainted;                 // per output element, [K, C, PH, PW]
+  FeatureMap clean_map;
+  std::vector<Roi> clean_rois;
+};
+// RoIs reaching a million feature pixels count as hostile (kernels overflow or take minutes).
+RoiTaint roi_taint(const FeatureMap& map, const std::vector<Roi>& rois, double spatial_scale,
+                   std::int64_t pooled_height, std::int64_t pooled_width);
+
+// A RoI pointing at an image the batch does not have must be refused: a kernel that returns
+// normally has read memory that is not its input. nullopt when no such RoI was accepted.
+std::optional<compare::Verdict> accepted_bad_batch_index(const std::vector<Roi>& rois, const RoiTaint& taint,
+                                                         std::int64_t batch);
 
 // The RoI shapes [K, C, pooled_height, pooled_width].
 std::vector<std::int64_t> pooled_shape(std::size_t rois, const FeatureMap& map, std::int64_t pooled_height,

@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "fuzz/gen/boxes.h"
+#include "fuzz/gen/hostile.h"
 #include "fuzz/ops/minimize.h"
 #include "fuzz/ops/op_harness.h"
 #include "fuzz/ops/render.h"
@@ -60,6 +61,22 @@ std::variant<std::vector<HostTensor>, compare::Verdict> run_guarded(
     return compare::Verdict{FindingKind::exception, property, "the kernel raised: " + message,
                             {{"exception", message}}};
   }
+}
+
+// The target's outputs, or the judgement that ends the case there: a verdict when it raised
+// or returned too few outputs; no verdict when it raised on a `hostile` input (NaN,
+// infinities, inverted boxes, bad indices), where a clean error is a valid answer.
+template <class Problem>
+std::variant<std::vector<HostTensor>, compare::Judgement> run_target(const kernels::Target<Problem>& target,
+                                                                     const Problem& problem, DType dtype, Device device,
+                                                                     bool hostile, std::size_t expected_outputs = 1) {
+  auto run = run_guarded(target, problem, dtype, device, "kernel", expected_outputs);
+  if (auto* verdict = std::get_if<compare::Verdict>(&run)) {
+    compare::Judgement judgement;
+    if (!(hostile && verdict->kind == FindingKind::exception)) judgement.verdicts.push_back(*verdict);
+    return judgement;
+  }
+  return std::get<std::vector<HostTensor>>(std::move(run));
 }
 
 template <class Problem>
@@ -249,8 +266,10 @@ class TypedOpHarness final : public OpHarness {
 
  private:
   rc::Shrinkable<Problem> generate(const CaseRequest& request) const {
-    return def_.generator({request.dtype, request.max_boxes})(rc::Random(request.case_seed),
-                                                               request.generator_size);
+    const gen::BoxGenOptions options{request.dtype, request.max_boxes, request.hostile};
+    rc::Gen<Problem> generator = def_.generator(options);
+    if (request.hostile) generator = gen::hostile(generator, request.dtype);
+    return generator(rc::Random(request.case_seed), request.generator_size);
   }
 
   const kernels::Target<Problem>& find_target(const std::string& name) const {

@@ -1,0 +1,113 @@
+#include "fuzz/gen/hostile.h"
+
+#include <cmath>
+#include <limits>
+
+#include "fuzz/gen/common.h"
+
+namespace detfuzz::gen {
+namespace {
+
+// The values that break kernels: NaN, infinities, the smallest subnormal, the extremes.
+rc::Gen<double> hostile_number(DType dtype) {
+  const FloatFormat& format = float_format(dtype);
+  const double subnormal = std::ldexp(1.0, format.min_normal_exponent - format.precision_bits + 1);
+  return rc::gen::element(std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                          -std::numeric_limits<double>::infinity(), subnormal, -subnormal, format.max_finite,
+                          -format.max_finite);
+}
+
+// Up to three edits, each (which element, which field, a hostile value, or an inversion).
+struct Edit {
+  std::size_t element, field;
+  double value;
+  bool invert;
+};
+
+rc::Gen<std::vector<Edit>> edits(DType dtype) {
+  auto edit = rc::gen::map(rc::gen::tuple(in_range<std::size_t>(0, 1 << 16), in_range<std::size_t>(0, 5),
+                                          hostile_number(dtype), rc::gen::element(false, false, true)),
+                           [](const std::tuple<std::size_t, std::size_t, double, bool>& t) {
+                             auto [element, field, value, invert] = t;
+                             return Edit{element, field, value, invert};
+                           });
+  return rc::gen::mapcat(in_range(1, 4), [edit](int n) {
+    return rc::gen::container<std::vector<Edit>>(static_cast<std::size_t>(n), edit);
+  });
+}
+
+void apply(std::vector<Box>& boxes, const Edit& e) {
+  if (boxes.empty()) return;
+  Box& b = boxes[e.element % boxes.size()];
+  if (e.invert) {
+    std::swap(b.x1, b.x2);
+    return;
+  }
+  double Box::*fields[4] = {&Box::x1, &Box::y1, &Box::x2, &Box::y2};
+  b.*fields[e.field % 4] = e.value;
+}
+
+}  // namespace
+
+bool hostile_value(double value) { return !std::isfinite(value); }
+
+bool hostile_box(const Box& b) {
+  return hostile_value(b.x1) || hostile_value(b.y1) || hostile_value(b.x2) || hostile_value(b.y2) || b.x1 > b.x2 ||
+         b.y1 > b.y2;
+}
+
+bool hostile_roi(const Roi& r) { return hostile_box({r.x1, r.y1, r.x2, r.y2}); }
+
+bool valid_batch_index(const Roi& roi, std::int64_t batch) {
+  return std::isfinite(roi.batch_index) && roi.batch_index >= 0 && roi.batch_index < static_cast<double>(batch) &&
+         std::floor(roi.batch_index) == roi.batch_index;
+}
+
+rc::Gen<NmsProblem> hostile(rc::Gen<NmsProblem> valid, DType dtype) {
+  return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<NmsProblem, std::vector<Edit>> p) {
+    for (const Edit& e : p.second) {
+      if (e.field == 4 && !p.first.scores.empty()) p.first.scores[e.element % p.first.scores.size()] = e.value;
+      else apply(p.first.boxes, e);
+    }
+    return p.first;
+  });
+}
+
+rc::Gen<BoxIouProblem> hostile(rc::Gen<BoxIouProblem> valid, DType dtype) {
+  return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<BoxIouProblem, std::vector<Edit>> p) {
+    for (const Edit& e : p.second) apply(e.element % 2 ? p.first.boxes1 : p.first.boxes2, e);
+    return p.first;
+  });
+}
+
+namespace {
+
+template <class Problem>
+rc::Gen<Problem> hostile_rois(rc::Gen<Problem> valid, DType dtype) {
+  return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<Problem, std::vector<Edit>> p) {
+    Problem& problem = p.first;
+    for (const Edit& e : p.second) {
+      if (e.field == 4) {  // the map itself, or a batch index out of range
+        if (!problem.input.values.empty() && e.invert)
+          problem.input.values[e.element % problem.input.values.size()] = e.value;
+        else if (!problem.rois.empty())
+          problem.rois[e.element % problem.rois.size()].batch_index =
+              static_cast<double>(problem.input.batch + static_cast<std::int64_t>(e.element % 3));
+        continue;
+      }
+      std::vector<Box> boxes;
+      for (const Roi& r : problem.rois) boxes.push_back({r.x1, r.y1, r.x2, r.y2});
+      apply(boxes, e);
+      for (std::size_t i = 0; i < boxes.size(); ++i)
+        problem.rois[i] = {problem.rois[i].batch_index, boxes[i].x1, boxes[i].y1, boxes[i].x2, boxes[i].y2};
+    }
+    return problem;
+  });
+}
+
+}  // namespace
+
+rc::Gen<RoiAlignProblem> hostile(rc::Gen<RoiAlignProblem> valid, DType dtype) { return hostile_rois(valid, dtype); }
+rc::Gen<RoiPoolProblem> hostile(rc::Gen<RoiPoolProblem> valid, DType dtype) { return hostile_rois(valid, dtype); }
+
+}  // namespace detfuzz::gen

@@ -1,0 +1,26 @@
+// Hostile inputs (`run --hostile`): valid cases with a few values replaced by NaN, +-Inf,
+// subnormals or the dtype's extremes, boxes inverted, RoI batch indices out of range. What
+// a kernel owes them is no crash, no hang, and a clean error or an output that is NaN or
+// garbage only where the input made it so (the ops' judges decide that from the input).
+#pragma once
+
+#include <rapidcheck.h>
+
+#include "fuzz/gen/boxes.h"
+#include "model/problems.h"
+
+namespace detfuzz::gen {
+
+rc::Gen<NmsProblem> hostile(rc::Gen<NmsProblem> valid, DType dtype);
+rc::Gen<BoxIouProblem> hostile(rc::Gen<BoxIouProblem> valid, DType dtype);
+rc::Gen<RoiAlignProblem> hostile(rc::Gen<RoiAlignProblem> valid, DType dtype);
+rc::Gen<RoiPoolProblem> hostile(rc::Gen<RoiPoolProblem> valid, DType dtype);
+
+// What makes a value or a box hostile (and its results unconstrained).
+bool hostile_value(double value);  // NaN or infinite
+bool hostile_box(const Box& box);  // a hostile coordinate, or inverted
+// A RoI with a hostile coordinate, or inverted; `batch` images in the map.
+bool hostile_roi(const Roi& roi);
+bool valid_batch_index(const Roi& roi, std::int64_t batch);
+
+}  // namespace detfuzz::gen
