@@ -48,6 +48,21 @@ std::vector<Box> boxes_from_json(const nlohmann::json& json, const std::string& 
   return boxes;
 }
 
+// One number per box under `key` (scores): the count must match.
+std::vector<double> per_box_values(const nlohmann::json& json, const std::string& key, const std::string& what,
+                                   std::size_t boxes) {
+  const auto& values = field(json, key, what);
+  if (!values.is_array()) malformed(what + "." + key, "an array of numbers", values);
+  std::vector<double> result;
+  result.reserve(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i)
+    result.push_back(double_from_json(values[i], what + "." + key + "[" + std::to_string(i) + "]"));
+  if (result.size() != boxes)
+    throw Error(ErrorKind::input, what + ": " + std::to_string(boxes) + " boxes but " + std::to_string(result.size()) +
+                                      " " + key + "; give one per box");
+  return result;
+}
+
 // Feature maps are bounded so that a hand-edited case cannot ask for gigabytes.
 constexpr std::int64_t kMaxFeatureValues = 1 << 24;
 
@@ -172,16 +187,51 @@ nlohmann::json to_json(const BoxIouProblem& problem) {
 NmsProblem nms_problem_from_json(const nlohmann::json& json) {
   NmsProblem problem;
   problem.boxes = boxes_from_json(field(json, "boxes", "nms input"), "nms input.boxes");
-  const auto& scores = field(json, "scores", "nms input");
-  if (!scores.is_array()) malformed("nms input.scores", "an array of numbers", scores);
-  for (std::size_t i = 0; i < scores.size(); ++i)
-    problem.scores.push_back(double_from_json(scores[i], "nms input.scores[" + std::to_string(i) + "]"));
-  if (problem.scores.size() != problem.boxes.size())
-    throw Error(ErrorKind::input, "nms input: " + std::to_string(problem.boxes.size()) +
-                                      " boxes but " + std::to_string(problem.scores.size()) +
-                                      " scores; give one score per box");
+  problem.scores = per_box_values(json, "scores", "nms input", problem.boxes.size());
   problem.iou_threshold =
       double_from_json(field(json, "iou_threshold", "nms input"), "nms input.iou_threshold");
+  return problem;
+}
+
+nlohmann::json to_json(const BatchedNmsProblem& problem) {
+  nlohmann::json scores = nlohmann::json::array();
+  for (double s : problem.scores) scores.push_back(json_double(s));
+  nlohmann::json json = {{"boxes", boxes_json(problem.boxes)},
+                         {"scores", scores},
+                         {"classes", problem.classes},
+                         {"iou_threshold", json_double(problem.iou_threshold)},
+                         {"class_agnostic", problem.class_agnostic},
+                         {"max_num", problem.max_num}};
+  if (problem.score_dtype) json["score_dtype"] = std::string(dtype_name(*problem.score_dtype));
+  return json;
+}
+
+BatchedNmsProblem batched_nms_problem_from_json(const nlohmann::json& json) {
+  const std::string what = "batched_nms input";
+  BatchedNmsProblem problem;
+  problem.boxes = boxes_from_json(field(json, "boxes", what), what + ".boxes");
+  problem.scores = per_box_values(json, "scores", what, problem.boxes.size());
+  const auto& classes = field(json, "classes", what);
+  if (!classes.is_array() || classes.size() != problem.boxes.size())
+    malformed(what + ".classes", "an array of " + std::to_string(problem.boxes.size()) + " class ids (one per box)",
+              classes);
+  for (std::size_t i = 0; i < classes.size(); ++i) {
+    if (!classes[i].is_number_integer() || classes[i].get<std::int64_t>() < 0 ||
+        classes[i].get<std::int64_t>() > kMaxClassId)
+      malformed(what + ".classes[" + std::to_string(i) + "]",
+                "an integer class id in [0, " + std::to_string(kMaxClassId) + "]", classes[i]);
+    problem.classes.push_back(classes[i].get<std::int64_t>());
+  }
+  problem.iou_threshold = double_from_json(field(json, "iou_threshold", what), what + ".iou_threshold");
+  const auto& agnostic = field(json, "class_agnostic", what);
+  if (!agnostic.is_boolean()) malformed(what + ".class_agnostic", "true or false", agnostic);
+  problem.class_agnostic = agnostic.get<bool>();
+  problem.max_num = integer_field(json, "max_num", what, -1, static_cast<std::int64_t>(kMaxBoxesPerCase));
+  if (auto it = json.find("score_dtype"); it != json.end()) {
+    std::optional<DType> dtype = it->is_string() ? parse_dtype(it->get<std::string>()) : std::nullopt;
+    if (!dtype || !is_floating(*dtype)) malformed(what + ".score_dtype", "one of fp16, bf16, fp32, fp64", *it);
+    problem.score_dtype = dtype;
+  }
   return problem;
 }
 

@@ -18,6 +18,7 @@ nlohmann::json json_double(double value);
 double double_from_json(const nlohmann::json& value, const std::string& what);
 
 nlohmann::json to_json(const NmsProblem& problem);
+nlohmann::json to_json(const BatchedNmsProblem& problem);
 nlohmann::json to_json(const BoxIouProblem& problem);
 nlohmann::json to_json(const RoiAlignProblem& problem);
 nlohmann::json to_json(const RoiPoolProblem& problem);
@@ -27,9 +28,11 @@ nlohmann::json to_json(const RoiPoolProblem& problem);
 inline constexpr std::size_t kMaxBoxesPerCase = 1 << 20;
 inline constexpr std::size_t kMaxIousPerCase = 1 << 24;  // box_iou: rows x columns
 inline constexpr std::size_t kMaxRoisPerCase = 1 << 16;
+inline constexpr std::int64_t kMaxClassId = 1 << 20;  // batched_nms class ids
 
 // Validating readers: a malformed input names the field, what was expected and what came.
 NmsProblem nms_problem_from_json(const nlohmann::json& json);
+BatchedNmsProblem batched_nms_problem_from_json(const nlohmann::json& json);
 BoxIouProblem box_iou_problem_from_json(const nlohmann::json& json);
 RoiAlignProblem roi_align_problem_from_json(const nlohmann::json& json);
 RoiPoolProblem roi_pool_problem_from_json(const nlohmann::json& json);

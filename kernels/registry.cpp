@@ -9,6 +9,7 @@ namespace detfuzz::kernels {
 // Defined beside each op's adapter (one op = one stem per folder).
 Target<NmsProblem> torchvision_nms_target(const KernelConfig& config);
 Target<BoxIouProblem> aten_box_iou_target();
+std::vector<Target<BatchedNmsProblem>> aten_batched_nms_targets(const KernelConfig& config);
 Target<RoiAlignProblem> torchvision_roi_align_target(const KernelConfig& config);
 Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config);
 
@@ -16,6 +17,10 @@ std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config) {
   std::vector<Target<NmsProblem>> targets{torchvision_nms_target(config)};
   for (auto& mutant : nms_mutants()) targets.push_back(std::move(mutant));
   return targets;
+}
+
+std::vector<Target<BatchedNmsProblem>> batched_nms_targets(const KernelConfig& config) {
+  return aten_batched_nms_targets(config);
 }
 
 std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig&) {

@@ -79,6 +79,10 @@ nlohmann::json decision_json(const NmsProblem& problem, std::int64_t kept, std::
           {"expected", expected}};
 }
 
+bool same_class(const DecisionPolicy& policy, std::int64_t a, std::int64_t b) {
+  return !policy.classes || (*policy.classes)[static_cast<std::size_t>(a)] == (*policy.classes)[static_cast<std::size_t>(b)];
+}
+
 std::vector<std::int64_t> head(const std::vector<std::int64_t>& list, std::size_t count = 64) {
   return {list.begin(), list.begin() + static_cast<std::ptrdiff_t>(std::min(count, list.size()))};
 }
@@ -121,6 +125,7 @@ ReplayResult replay_nms(const NmsProblem& problem, const std::vector<std::int64_
   // 2. No kept box may be surely suppressed by a box visited before it.
   for (std::size_t p = 0; p < visit.size(); ++p) {
     for (std::size_t q = 0; q < p; ++q) {
+      if (!same_class(policy, visit[q], visit[p])) continue;
       DecisionInfo info =
           decide_with_evidence(problem.boxes[visit[q]], problem.boxes[visit[p]], threshold, policy);
       if (info.decision != Decision::suppress) continue;
@@ -136,12 +141,13 @@ ReplayResult replay_nms(const NmsProblem& problem, const std::vector<std::int64_
 
   // 3. Every box left out needs a kept box of higher or equal score that may suppress it.
   for (std::int64_t j = 0; j < n; ++j) {
-    if (is_kept[j]) continue;
+    if (is_kept[j] || (policy.may_be_missing && (*policy.may_be_missing)[j])) continue;
     bool suppressible = false;
     DecisionInfo closest;
     std::int64_t closest_box = -1;
     for (std::int64_t k : visit) {
       if (scores[k] < scores[j]) break;
+      if (!same_class(policy, k, j)) continue;
       DecisionInfo info = decide_with_evidence(problem.boxes[k], problem.boxes[j], threshold, policy);
       if (info.decision != Decision::keep) {
         suppressible = true;
@@ -155,16 +161,16 @@ ReplayResult replay_nms(const NmsProblem& problem, const std::vector<std::int64_
     if (suppressible) continue;
     if (closest_box < 0) {
       result.explanation = fmt::format(
-          "box {} (score {}) is missing from the output, but no box with a higher or equal "
+          "box {} (score {}) is missing from the output, but no box{} with a higher or equal "
           "score was kept, so nothing can have suppressed it",
-          j, scores[j]);
+          j, scores[j], policy.classes ? " of its class" : "");
       result.trace = {{"missing", box_json(problem, j)}};
     } else {
       closest = decide_with_evidence(problem.boxes[closest_box], problem.boxes[j], threshold, policy, true);
       result.explanation = fmt::format(
-          "box {} (score {}) is missing from the output, but no kept box with a higher or "
+          "box {} (score {}) is missing from the output, but no kept box{} with a higher or "
           "equal score overlaps it with IoU > {} (largest: IoU {} with box {}, tolerance {:.3g})",
-          j, scores[j], threshold, closest.iou, closest_box, closest.tolerance);
+          j, scores[j], policy.classes ? " of its class" : "", threshold, closest.iou, closest_box, closest.tolerance);
       result.trace = decision_json(problem, closest_box, j, closest, "kept");
     }
     return result;
@@ -177,6 +183,20 @@ ReplayResult replay_nms(const NmsProblem& problem, const std::vector<std::int64_
     result.trace = {{"expected_order", head(visit)}, {"kernel_order", head(keep)}};
   }
   return result;
+}
+
+std::optional<Verdict> check_keep_indices(const HostTensor& keep, std::size_t boxes, Device device) {
+  if (auto breach = check_contract(keep, {"keep", {-1}, "int64", device})) return breach;
+  std::vector<bool> seen(boxes, false);
+  for (double index : keep.values) {
+    const bool valid = index >= 0 && index < static_cast<double>(boxes) && !seen[static_cast<std::size_t>(index)];
+    if (!valid)
+      return Verdict{FindingKind::mismatch, "hostile",
+                     "on hostile input the kernel returned index " + std::to_string(index) + ", out of range or repeated",
+                     {{"keep", keep.values}}};
+    seen[static_cast<std::size_t>(index)] = true;
+  }
+  return std::nullopt;
 }
 
 Judgement judge_nms_output(const NmsProblem& problem, const HostTensor& output, DType dtype,

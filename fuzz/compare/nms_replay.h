@@ -31,6 +31,10 @@ struct DecisionPolicy {
   // Decide pairs far from the threshold from a plain double IoU (see decide()); off only in
   // the test that proves the shortcut never changes a decision.
   bool shortcut = true;
+  // Class-aware NMS: boxes whose classes differ never suppress each other.
+  const std::vector<std::int64_t>* classes = nullptr;
+  // Boxes that may be absent without a suppressor (a max_num cut removed them).
+  const std::vector<bool>* may_be_missing = nullptr;
 };
 
 // What "IoU(kept, candidate) > threshold" must be under `policy`. For the canonical order
@@ -50,6 +54,10 @@ struct ReplayResult {
 
 ReplayResult replay_nms(const NmsProblem& problem, const std::vector<std::int64_t>& keep,
                         const DecisionPolicy& policy);
+
+// What any keep list owes, even on hostile input where no kept set is wrong: a 1-D int64
+// tensor on `device` of indices into `boxes`, each at most once.
+std::optional<Verdict> check_keep_indices(const HostTensor& keep, std::size_t boxes, Device device);
 
 // Contract (1-D int64 on the inputs' device), then replay in tiers: accumulate type (ok),
 // storage dtype (precision), range hazards lenient (overflow), else mismatch/order.

@@ -356,4 +356,91 @@ rc::Gen<BoxIouProblem> box_iou_problem(const BoxGenOptions& requested) {
   });
 }
 
+// Box counts at and around every strategy switch the batched NMS targets have: torchvision's
+// boxes.numel() > 4,000 on CPU (1,000 boxes) and > 20,000 on CUDA (5,000), mmcv's
+// split_thr of 10,000 boxes. They go past --max-boxes on purpose: the switch is the point.
+const std::vector<int>& batched_nms_switch_counts() {
+  static const std::vector<int> counts = {999, 1000, 1001, 1002, 4999, 5000, 5001, 9998, 9999, 10000, 10001};
+  return counts;
+}
+
+namespace {
+
+// `n` boxes, overlapping enough that NMS has work in every class.
+rc::Gen<Boxes> switch_count_boxes(DType dtype, int n) {
+  return rc::gen::mapcat(rc::gen::element(64.0, 256.0, 1024.0), [dtype, n](double scale) {
+    return rc::gen::map(lattice_boxes(scale, 256, 0.25, n), [dtype](Boxes boxes) {
+      for (Box& box : boxes) box = round_box(dtype, box);
+      return boxes;
+    });
+  });
+}
+
+// Class ids for `n` boxes: one class, a few, or up to 1,000 (offsets far past fp16's range,
+// ids past bf16's exact integers).
+rc::Gen<std::vector<std::int64_t>> class_ids(std::size_t n) {
+  return rc::gen::mapcat(rc::gen::weightedOneOf<int>({{2, rc::gen::just(1)}, {4, in_range(2, 6)},
+                                                      {2, in_range(6, 100)}, {2, in_range(100, 1001)}}),
+                         [n](int classes) {
+                           return rc::gen::container<std::vector<std::int64_t>>(
+                               n, in_range<std::int64_t>(0, classes));
+                         });
+}
+
+// Moves every box by -shift (exactly, in the dtype's spacing at that magnitude): negative
+// coordinates, which the coordinate trick's max + 1 offset does not expect.
+Boxes shifted_negative(DType dtype, Boxes boxes, int exponent) {
+  const double shift = std::ldexp(1.0, exponent);
+  for (Box& b : boxes) b = round_box(dtype, {b.x1 - shift, b.y1 - shift, b.x2 - shift, b.y2 - shift});
+  return boxes;
+}
+
+}  // namespace
+
+rc::Gen<BatchedNmsProblem> batched_nms_problem(const BoxGenOptions& options) {
+  const DType dtype = options.dtype;
+  auto ordinary = rc::gen::mapcat(iou_threshold(), [options](double threshold) {
+    return rc::gen::map(box_set(options, threshold), [threshold](Boxes boxes) { return std::make_pair(boxes, threshold); });
+  });
+  auto at_switch = rc::gen::mapcat(rc::gen::pair(rc::gen::elementOf(batched_nms_switch_counts()), iou_threshold()),
+                                   [dtype](const std::pair<int, double>& setup) {
+                                     return rc::gen::map(switch_count_boxes(dtype, setup.first),
+                                                         [threshold = setup.second](Boxes boxes) {
+                                                           return std::make_pair(boxes, threshold);
+                                                         });
+                                   });
+  auto boxes_and_threshold = rc::gen::weightedOneOf<std::pair<Boxes, double>>({{10, ordinary}, {1, at_switch}});
+  auto placed = rc::gen::mapcat(boxes_and_threshold, [dtype](const std::pair<Boxes, double>& drawn) {
+    return rc::gen::map(rc::gen::weightedOneOf<int>({{7, rc::gen::just(0)}, {1, in_range(0, 12)}}),
+                        [dtype, drawn](int negative_exponent) {
+                          auto result = drawn;
+                          if (negative_exponent > 0) result.first = shifted_negative(dtype, drawn.first, negative_exponent);
+                          return result;
+                        });
+  });
+  std::vector<std::pair<std::size_t, rc::Gen<std::optional<DType>>>> score_dtypes = {
+      {7, rc::gen::just(std::optional<DType>())}};
+  if (dtype == DType::fp32) {
+    score_dtypes.push_back({1, rc::gen::just(std::optional<DType>(DType::fp16))});
+    score_dtypes.push_back({1, rc::gen::just(std::optional<DType>(DType::bf16))});
+  } else if (dtype != DType::fp64) {
+    score_dtypes.push_back({1, rc::gen::just(std::optional<DType>(DType::fp32))});
+  }
+  return rc::gen::mapcat(placed, [dtype, score_dtypes](const std::pair<Boxes, double>& drawn) {
+    const std::size_t n = drawn.first.size();
+    return rc::gen::mapcat(weighted(score_dtypes), [dtype, drawn, n](std::optional<DType> score_dtype) {
+      return rc::gen::map(
+          rc::gen::tuple(scores(score_dtype.value_or(dtype), n), class_ids(n),
+                         rc::gen::weightedOneOf<bool>({{9, rc::gen::just(false)}, {1, rc::gen::just(true)}}),
+                         rc::gen::weightedOneOf<std::int64_t>(
+                             {{7, rc::gen::just<std::int64_t>(-1)},
+                              {1, in_range<std::int64_t>(1, static_cast<std::int64_t>(n) + 2)}})),
+          [drawn, score_dtype](const std::tuple<std::vector<double>, std::vector<std::int64_t>, bool, std::int64_t>& t) {
+            const auto& [score_values, classes, agnostic, max_num] = t;
+            return BatchedNmsProblem{drawn.first, score_values, classes, drawn.second, score_dtype, agnostic, max_num};
+          });
+    });
+  });
+}
+
 }  // namespace detfuzz::gen

@@ -63,14 +63,26 @@ bool valid_batch_index(const Roi& roi, std::int64_t batch) {
          std::floor(roi.batch_index) == roi.batch_index;
 }
 
-rc::Gen<NmsProblem> hostile(rc::Gen<NmsProblem> valid, DType dtype) {
-  return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<NmsProblem, std::vector<Edit>> p) {
+namespace {
+
+// Problems made of boxes with one score each (nms, batched_nms).
+template <class Problem>
+rc::Gen<Problem> hostile_scored_boxes(rc::Gen<Problem> valid, DType dtype) {
+  return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<Problem, std::vector<Edit>> p) {
     for (const Edit& e : p.second) {
       if (e.field == 4 && !p.first.scores.empty()) p.first.scores[e.element % p.first.scores.size()] = e.value;
       else apply(p.first.boxes, e);
     }
     return p.first;
   });
+}
+
+}  // namespace
+
+rc::Gen<NmsProblem> hostile(rc::Gen<NmsProblem> valid, DType dtype) { return hostile_scored_boxes(valid, dtype); }
+
+rc::Gen<BatchedNmsProblem> hostile(rc::Gen<BatchedNmsProblem> valid, DType dtype) {
+  return hostile_scored_boxes(valid, dtype);
 }
 
 rc::Gen<BoxIouProblem> hostile(rc::Gen<BoxIouProblem> valid, DType dtype) {

@@ -71,6 +71,7 @@ std::vector<std::vector<Box>> simpler_boxes(const std::vector<Box>& boxes, DType
     }
     if (exact) candidates.push_back(std::move(moved));
   }
+  if (boxes.size() > kMaxElementsToSimplify) return candidates;
   for (std::size_t i = 0; i < boxes.size(); ++i)
     for (int coordinate = 0; coordinate < 4; ++coordinate) {
       double Box::*field = coordinate == 0 ? &Box::x1 : coordinate == 1 ? &Box::y1

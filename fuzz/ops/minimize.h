@@ -27,6 +27,10 @@ std::vector<T> without(const std::vector<T>& items, std::pair<std::size_t, std::
 // the power of two below, half of it. Strictly simpler means minimization ends.
 std::vector<double> simpler_values(double value, DType dtype);
 
+// Past this many elements a case is shrunk by deletions only: each value candidate copies
+// the whole case, so value simplification of n elements costs O(n^2) memory.
+inline constexpr std::size_t kMaxElementsToSimplify = 256;
+
 // Box lists with one coordinate made simpler (keeping x1 <= x2, y1 <= y2), and the whole
 // list moved so its smallest coordinates are 0.
 std::vector<std::vector<Box>> simpler_boxes(const std::vector<Box>& boxes, DType dtype);

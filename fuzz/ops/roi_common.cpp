@@ -55,7 +55,7 @@ std::vector<MapAndRois> smaller_maps_and_rois(const FeatureMap& map, const std::
         plainer.values[i] = v;
         out.push_back({plainer, rois});
       }
-  for (std::size_t i = 0; i < rois.size(); ++i)
+  for (std::size_t i = 0; i < rois.size() && rois.size() <= kMaxElementsToSimplify; ++i)
     for (double Roi::*field : {&Roi::x1, &Roi::y1, &Roi::x2, &Roi::y2})
       for (double v : simpler_values(rois[i].*field, dtype)) {
         std::vector<Roi> plainer = rois;

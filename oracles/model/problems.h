@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "model/dtype.h"
 
 namespace detfuzz {
 
@@ -26,6 +29,21 @@ struct NmsProblem {
   std::vector<Box> boxes;
   std::vector<double> scores;
   double iou_threshold = 0.5;
+};
+
+// Class-aware NMS: boxes of different classes never suppress each other. `score_dtype`
+// set means the scores arrive in another dtype than the boxes (what autocast delivers:
+// fp32 boxes with fp16 scores, or the reverse); the values are rounded to it. The mmcv
+// options apply to every target: class_agnostic is plain NMS over all boxes, max_num > 0
+// keeps the first max_num of the result.
+struct BatchedNmsProblem {
+  std::vector<Box> boxes;
+  std::vector<double> scores;
+  std::vector<std::int64_t> classes;
+  double iou_threshold = 0.5;
+  std::optional<DType> score_dtype;
+  bool class_agnostic = false;
+  std::int64_t max_num = -1;
 };
 
 struct BoxIouProblem {

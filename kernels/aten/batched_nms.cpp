@@ -1,0 +1,178 @@
+// Class-aware NMS as the libraries write it around their NMS kernel, ported to ATen with
+// their dtype behaviour, and torchvision::nms (the loaded op library) as that kernel:
+// - torchvision 0.14.1 torchvision/ops/boxes.py: batched_nms switches on boxes.numel()
+//   > 4,000 on CPU (20,000 on CUDA) from _batched_nms_coordinate_trick (offsets computed
+//   in the box dtype) to _batched_nms_vanilla (one nms per class, torch.unique order);
+// - mmcv 1.7 mmcv/ops/nms.py batched_nms: offsets below split_thr (10,000 boxes), a
+//   per-class loop at or above it that writes the kept scores into
+//   `scores.new_zeros(scores.size())`, a buffer in the *scores'* dtype; class_agnostic and
+//   max_num. mmcv's own nms kernels compute IoU in fp32 and only sort by the scores; that
+//   is emulated by running torchvision::nms on both promoted to their common dtype.
+// torchvision has no class_agnostic or max_num: its targets do what its users do
+// (ops.nms over all boxes; keep[:max_num]). Scores in another dtype than the boxes reach
+// torchvision::nms as they are, as they do outside autocast.
+#include "kernels/tensor_convert.h"
+#include "kernels/target.h"
+#include "kernels/torchvision/dispatch.h"
+#include "model/error.h"
+
+namespace detfuzz::kernels {
+namespace {
+
+constexpr std::int64_t kTorchvisionCpuSwitch = 4000;    // boxes.numel(), i.e. 1,000 boxes
+constexpr std::int64_t kTorchvisionCudaSwitch = 20000;  // 5,000 boxes
+constexpr std::int64_t kMmcvSplitThreshold = 10000;     // boxes
+
+at::Tensor nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold) {
+  static const std::optional<c10::OperatorHandle> op = find_op("torchvision::nms");
+  if (!op) throw Error(ErrorKind::unavailable, "torchvision::nms is not registered (torchvision's op library is not loaded)");
+  return call_boxed(*op, {boxes, scores, iou_threshold}).at(0).toTensor();
+}
+
+at::Tensor coordinate_trick(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
+                            double iou_threshold) {
+  if (boxes.numel() == 0) return at::empty({0}, boxes.options().dtype(at::kLong));
+  at::Tensor max_coordinate = boxes.max();
+  at::Tensor offsets = idxs.to(boxes.scalar_type()) * (max_coordinate + at::scalar_tensor(1, boxes.options()));
+  return nms(boxes + offsets.unsqueeze(1), scores, iou_threshold);
+}
+
+at::Tensor vanilla(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs, double iou_threshold) {
+  at::Tensor keep_mask = at::zeros_like(scores, scores.options().dtype(at::kBool));
+  at::Tensor classes = std::get<0>(at::_unique(idxs));
+  for (std::int64_t c = 0; c < classes.numel(); ++c) {
+    at::Tensor current = at::where(idxs == classes[c])[0];
+    at::Tensor kept = nms(boxes.index_select(0, current), scores.index_select(0, current), iou_threshold);
+    keep_mask.index_put_({current.index_select(0, kept)}, true);
+  }
+  at::Tensor keep_indices = at::where(keep_mask)[0];
+  return keep_indices.index_select(0, std::get<1>(scores.index_select(0, keep_indices).sort(0, true)));
+}
+
+enum class Strategy { switching, coordinate_trick, vanilla };
+
+at::Tensor torchvision_batched_nms(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
+                                   double iou_threshold, Strategy strategy) {
+  if (strategy == Strategy::switching) {
+    const std::int64_t limit = boxes.is_cuda() ? kTorchvisionCudaSwitch : kTorchvisionCpuSwitch;
+    strategy = boxes.numel() > limit ? Strategy::vanilla : Strategy::coordinate_trick;
+  }
+  return strategy == Strategy::vanilla ? vanilla(boxes, scores, idxs, iou_threshold)
+                                       : coordinate_trick(boxes, scores, idxs, iou_threshold);
+}
+
+// mmcv.ops.nms: (dets = cat(boxes[inds], scores[inds]), inds), cut to max_num.
+std::pair<at::Tensor, at::Tensor> mmcv_nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold,
+                                           std::int64_t max_num) {
+  const at::ScalarType common = at::promote_types(boxes.scalar_type(), scores.scalar_type());
+  at::Tensor inds = nms(boxes.to(common), scores.to(common), iou_threshold);
+  if (max_num > 0) inds = inds.slice(0, 0, max_num);
+  at::Tensor dets = at::cat({boxes.index_select(0, inds), scores.index_select(0, inds).reshape({-1, 1})}, 1);
+  return {dets, inds};
+}
+
+std::vector<at::Tensor> mmcv_batched_nms(at::Tensor boxes, at::Tensor scores, const at::Tensor& idxs,
+                                         double iou_threshold, bool class_agnostic, std::int64_t max_num) {
+  at::Tensor boxes_for_nms = boxes;
+  if (!class_agnostic) {
+    at::Tensor max_coordinate = boxes.max();
+    at::Tensor offsets = idxs.to(boxes.scalar_type()) * (max_coordinate + at::scalar_tensor(1, boxes.options()));
+    boxes_for_nms = boxes + offsets.unsqueeze(1);
+  }
+  at::Tensor keep;
+  if (boxes_for_nms.size(0) < kMmcvSplitThreshold) {
+    auto [dets, kept] = mmcv_nms(boxes_for_nms, scores, iou_threshold, max_num);
+    keep = kept;
+    boxes = boxes.index_select(0, keep);
+    scores = dets.select(1, 4);
+  } else {
+    at::Tensor total_mask = at::zeros(scores.sizes(), scores.options().dtype(at::kBool));
+    at::Tensor scores_after_nms = at::zeros(scores.sizes(), scores.options());  // scores.new_zeros
+    at::Tensor classes = std::get<0>(at::_unique(idxs));
+    for (std::int64_t c = 0; c < classes.numel(); ++c) {
+      at::Tensor mask = (idxs == classes[c]).nonzero().view(-1);
+      auto [dets, kept] = mmcv_nms(boxes_for_nms.index_select(0, mask), scores.index_select(0, mask), iou_threshold,
+                                   max_num);
+      total_mask.index_put_({mask.index_select(0, kept)}, true);
+      scores_after_nms.index_put_({mask.index_select(0, kept)}, dets.select(1, 4));
+    }
+    keep = total_mask.nonzero().view(-1);
+    auto [sorted_scores, inds] = scores_after_nms.index_select(0, keep).sort(0, true);
+    keep = keep.index_select(0, inds);
+    boxes = boxes.index_select(0, keep);
+    scores = sorted_scores;
+    if (max_num > 0) {
+      keep = keep.slice(0, 0, max_num);
+      boxes = boxes.slice(0, 0, max_num);
+      scores = scores.slice(0, 0, max_num);
+    }
+  }
+  return {keep, at::cat({boxes, scores.unsqueeze(1)}, -1)};
+}
+
+struct Inputs {
+  at::Tensor boxes, scores, classes;
+};
+
+Inputs inputs(const BatchedNmsProblem& problem, DType dtype, Device device) {
+  return {boxes_tensor(problem.boxes, dtype, device),
+          values_tensor(problem.scores, problem.score_dtype.value_or(dtype), device),
+          values_tensor(std::vector<double>(problem.classes.begin(), problem.classes.end()), DType::int64, device)};
+}
+
+Target<BatchedNmsProblem> batched_target(const KernelConfig& config, std::string name, std::string description,
+                                         std::function<std::vector<at::Tensor>(const Inputs&, const BatchedNmsProblem&)> body) {
+  Target<BatchedNmsProblem> target;
+  target.name = std::move(name);
+  target.description = std::move(description);
+  target.availability = [config](Device device) -> Availability {
+    const LibraryStatus& library = load_torchvision(config);
+    if (!library.loaded) return {false, library.error};
+    return op_availability("torchvision::nms", device);
+  };
+  target.run = [config, body](const BatchedNmsProblem& problem, DType dtype, Device device) {
+    const LibraryStatus& library = load_torchvision(config);
+    if (!library.loaded) throw Error(ErrorKind::unavailable, library.error);
+    return translating_unsupported([&] {
+      std::vector<HostTensor> outputs;
+      for (const at::Tensor& output : body(inputs(problem, dtype, device), problem)) outputs.push_back(to_host(output));
+      return outputs;
+    });
+  };
+  return target;
+}
+
+Target<BatchedNmsProblem> torchvision_target(const KernelConfig& config, std::string name, std::string description,
+                                             Strategy strategy) {
+  return batched_target(config, std::move(name), std::move(description), [strategy](const Inputs& in, const BatchedNmsProblem& p) {
+    at::Tensor keep = p.class_agnostic ? nms(in.boxes, in.scores, p.iou_threshold)
+                                       : torchvision_batched_nms(in.boxes, in.scores, in.classes, p.iou_threshold, strategy);
+    if (p.max_num > 0) keep = keep.slice(0, 0, p.max_num);
+    return std::vector<at::Tensor>{keep};
+  });
+}
+
+}  // namespace
+
+std::vector<Target<BatchedNmsProblem>> aten_batched_nms_targets(const KernelConfig& config) {
+  return {
+      torchvision_target(config, "torchvision",
+                         "ATen port of torchvision 0.14.1 ops.batched_nms: coordinate trick up to 1,000 boxes "
+                         "(5,000 on CUDA), one nms per class above",
+                         Strategy::switching),
+      torchvision_target(config, "torchvision:coordinate_trick",
+                         "torchvision 0.14.1 _batched_nms_coordinate_trick at any size (offsets in the box dtype)",
+                         Strategy::coordinate_trick),
+      torchvision_target(config, "torchvision:vanilla", "torchvision 0.14.1 _batched_nms_vanilla at any size (nms per class)",
+                         Strategy::vanilla),
+      batched_target(config, "mmcv",
+                     "ATen port of mmcv 1.7 ops.batched_nms: offsets below split_thr = 10,000 boxes, per-class loop "
+                     "with a kept-score buffer in the scores' dtype at or above it; outputs keep and dets [K, 5]",
+                     [](const Inputs& in, const BatchedNmsProblem& p) {
+                       return mmcv_batched_nms(in.boxes, in.scores, in.classes, p.iou_threshold, p.class_agnostic,
+                                               p.max_num);
+                     }),
+  };
+}
+
+}  // namespace detfuzz::kernels
