@@ -43,7 +43,8 @@ BatchedNmsProblem prefix(const BatchedNmsProblem& p, std::size_t n) {
 
 std::optional<compare::Verdict> split_path_dtype_failure(const BatchedNmsProblem& problem, const BatchedTarget& target,
                                                          DType dtype, Device device, const compare::Verdict& raised) {
-  if (!problem.score_dtype || *problem.score_dtype == dtype || problem.boxes.size() <= kSmallPrefix) return raised;
+  if (!problem.score_dtype || *problem.score_dtype == dtype) return raised;
+  if (problem.boxes.size() <= kSmallPrefix) return std::nullopt;  // mixed dtypes rejected: a clean contract
   auto small = run_guarded(target, prefix(problem, kSmallPrefix), dtype, device);
   if (std::holds_alternative<compare::Verdict>(small)) return std::nullopt;  // rejected at every size: a clean contract
   return compare::Verdict{
@@ -53,28 +54,37 @@ std::optional<compare::Verdict> split_path_dtype_failure(const BatchedNmsProblem
       {{"boxes", problem.boxes.size()}, {"exception", raised.details.value("exception", raised.message)}}};
 }
 
-bool offsets_exact(const BatchedNmsProblem& problem, const std::vector<Box>& shifted, std::int64_t cls, DType dtype) {
+// Exact sums and products of doubles, by their rounding errors (TwoSum, FMA): the offsets
+// are exact only when no step of the kernel's arithmetic rounded.
+bool exact_sum(double a, double b) {
+  const double sum = a + b, b_virtual = sum - a;
+  return (a - (sum - b_virtual)) + (b - b_virtual) == 0;
+}
+bool exact_product(double a, double b) { return std::fma(a, b, -(a * b)) == 0; }
+
+bool offsets_exact(const BatchedNmsProblem& problem, std::int64_t cls, DType dtype) {
   double max_coordinate = -INFINITY;
   for (const Box& b : problem.boxes) max_coordinate = std::max({max_coordinate, b.x1, b.y1, b.x2, b.y2});
-  const double offset = static_cast<double>(cls) * (max_coordinate + 1);
+  const double c = static_cast<double>(cls), step = max_coordinate + 1, offset = c * step;
+  if (!representable(dtype, c) || !exact_sum(max_coordinate, 1) || !representable(dtype, step) ||
+      !exact_product(c, step) || !representable(dtype, offset))
+    return false;
   for (std::size_t i = 0; i < problem.boxes.size(); ++i) {
     if (problem.classes[i] != cls) continue;
     const Box& b = problem.boxes[i];
-    const Box& s = shifted[i];
-    if (!(s.x1 == b.x1 + offset && s.y1 == b.y1 + offset && s.x2 == b.x2 + offset && s.y2 == b.y2 + offset))
-      return false;
+    for (double v : {b.x1, b.y1, b.x2, b.y2})
+      if (!exact_sum(v, offset) || !representable(dtype, v + offset)) return false;
   }
-  return representable(dtype, static_cast<double>(cls));
+  return true;
 }
 
 std::optional<compare::Verdict> class_union(const BatchedNmsProblem& problem, const BatchedTarget& target, DType dtype,
                                             Device device, const std::vector<double>& keep) {
   if (problem.class_agnostic || problem.max_num > 0) return std::nullopt;
-  const std::vector<Box> shifted = oracles::offset_boxes(problem, dtype);
   std::set<std::int64_t> checked;
   for (std::int64_t cls : problem.classes) {
     if (checked.size() == kUnionClasses) break;
-    if (!checked.insert(cls).second || !offsets_exact(problem, shifted, cls, dtype)) continue;
+    if (!checked.insert(cls).second || !offsets_exact(problem, cls, dtype)) continue;
     BatchedNmsProblem alone = problem;
     alone.boxes.clear();
     alone.scores.clear();
@@ -145,6 +155,12 @@ std::optional<std::vector<std::int64_t>> compact_classes(const std::vector<std::
 
 std::vector<BatchedNmsProblem> smaller(const BatchedNmsProblem& p, DType dtype) {
   std::vector<BatchedNmsProblem> out;
+  // The last box alone first: a failure that needs a box count (a strategy switch) gets
+  // down to its threshold one box at a time, cheaply, before ddmin's halves.
+  if (p.boxes.size() > 1) {
+    BatchedNmsProblem fewer = prefix(p, p.boxes.size() - 1);
+    out.push_back(std::move(fewer));
+  }
   for (auto range : removal_ranges(p.boxes.size())) {
     BatchedNmsProblem fewer = p;
     fewer.boxes = without(p.boxes, range);

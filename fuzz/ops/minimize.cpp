@@ -29,7 +29,10 @@ bool simpler(double candidate, double value) {
 
 std::vector<std::pair<std::size_t, std::size_t>> removal_ranges(std::size_t n) {
   std::vector<std::pair<std::size_t, std::size_t>> ranges;
-  for (std::size_t chunk = n / 2 > 0 ? n / 2 : n; chunk > 0; chunk /= 2)
+  // Every range becomes a copy of the case: a large one is cut in at most 64 pieces until
+  // it is small enough to go element by element.
+  const std::size_t smallest_chunk = n > kMaxElementsToSimplify ? n / 64 : 1;
+  for (std::size_t chunk = n / 2 > 0 ? n / 2 : n; chunk >= smallest_chunk && chunk > 0; chunk /= 2)
     for (std::size_t begin = 0; begin < n; begin += chunk)
       ranges.emplace_back(begin, std::min(n, begin + chunk));
   return ranges;

@@ -12,7 +12,12 @@
 
 namespace detfuzz::fuzz {
 
-// Half-open ranges to delete from a sequence of `n`: halves, quarters, ..., single elements.
+// Past this many elements a case is shrunk by deletions only: each value candidate copies
+// the whole case, so value simplification of n elements costs O(n^2) memory.
+inline constexpr std::size_t kMaxElementsToSimplify = 256;
+
+// Half-open ranges to delete from a sequence of `n`: halves, quarters, ..., single elements
+// (for n > kMaxElementsToSimplify: down to 64ths).
 std::vector<std::pair<std::size_t, std::size_t>> removal_ranges(std::size_t n);
 
 template <class T>
@@ -26,10 +31,6 @@ std::vector<T> without(const std::vector<T>& items, std::pair<std::size_t, std::
 // magnitude), representable in `dtype`: 0, the integer toward zero, the nearest integer,
 // the power of two below, half of it. Strictly simpler means minimization ends.
 std::vector<double> simpler_values(double value, DType dtype);
-
-// Past this many elements a case is shrunk by deletions only: each value candidate copies
-// the whole case, so value simplification of n elements costs O(n^2) memory.
-inline constexpr std::size_t kMaxElementsToSimplify = 256;
 
 // Box lists with one coordinate made simpler (keeping x1 <= x2, y1 <= y2), and the whole
 // list moved so its smallest coordinates are 0.

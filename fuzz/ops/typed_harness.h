@@ -166,7 +166,10 @@ class TypedOpHarness final : public OpHarness {
     // evaluation; it gets half, the domain pass (which simplifies values too) the rest.
     // A crash or a hang costs a worker restart or a whole timeout per failing candidate:
     // ddmin's halving gets there in far fewer of them.
-    const bool expensive = observed.kind == FindingKind::crash || observed.kind == FindingKind::hang;
+    // A case too large for value simplification (thousands of boxes at a strategy switch)
+    // would spend RapidCheck's share on element-wise shrinks before any deletion.
+    const bool expensive = observed.kind == FindingKind::crash || observed.kind == FindingKind::hang ||
+                           def_.size(best) > kMaxElementsToSimplify;
     const int rapidcheck_share = expensive ? 0 : limits.max_evaluations / 2;
     for (bool improved = true; improved && !limited && evaluations < rapidcheck_share;) {
       improved = false;

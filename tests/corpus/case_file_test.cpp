@@ -192,5 +192,38 @@ TEST(CaseJson, BadRoiInputsNameTheFieldAndTheFix) {
   EXPECT_NE(error_of({{"rois", {{0, 0, 0, 1}}}}).find("[batch_index, x1, y1, x2, y2]"), std::string::npos);
 }
 
+TEST(CaseJson, BatchedNmsRoundTripsWithItsOptions) {
+  BatchedNmsProblem p{{{0, 0, 1, 1}, {-2, -2, -1, -1}}, {0.5, 0.25}, {7, 0}, 0.7, DType::fp16, true, 1};
+  BatchedNmsProblem back = batched_nms_problem_from_json(nlohmann::json::parse(to_json(p).dump()));
+  EXPECT_EQ(back.boxes, p.boxes);
+  EXPECT_EQ(back.scores, p.scores);
+  EXPECT_EQ(back.classes, p.classes);
+  EXPECT_EQ(back.iou_threshold, 0.7);
+  EXPECT_EQ(back.score_dtype, DType::fp16);
+  EXPECT_TRUE(back.class_agnostic);
+  EXPECT_EQ(back.max_num, 1);
+  p.score_dtype.reset();
+  EXPECT_FALSE(batched_nms_problem_from_json(to_json(p)).score_dtype.has_value());
+}
+
+TEST(CaseJson, BadBatchedNmsInputsNameTheFieldAndTheFix) {
+  auto error_of = [](nlohmann::json patch) {
+    nlohmann::json json = to_json(BatchedNmsProblem{{{0, 0, 1, 1}}, {0.5}, {0}, 0.5, std::nullopt, false, -1});
+    json.merge_patch(patch);
+    try {
+      batched_nms_problem_from_json(json);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error_of({{"classes", {0, 1}}}).find("an array of 1 class ids"), std::string::npos);
+  EXPECT_NE(error_of({{"classes", {-1}}}).find("classes[0]"), std::string::npos);
+  EXPECT_NE(error_of({{"scores", {0.5, 0.5}}}).find("1 boxes but 2 scores"), std::string::npos);
+  EXPECT_NE(error_of({{"score_dtype", "fp8"}}).find("score_dtype"), std::string::npos);
+  EXPECT_NE(error_of({{"max_num", -2}}).find("max_num"), std::string::npos);
+  EXPECT_NE(error_of({{"class_agnostic", 1}}).find("true or false"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace detfuzz::corpus

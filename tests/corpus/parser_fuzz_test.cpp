@@ -31,6 +31,7 @@ std::vector<std::string> seed_texts() {
   };
   add("nms", to_json(NmsProblem{{{0, 0, 1, 1}, {0.5, 0, 2, NAN}}, {0.9, 0.1}, 0.5}));
   add("box_iou", to_json(BoxIouProblem{{{0, 0, 1, 1}}, {{-1, -1, 3, 3}}}));
+  add("batched_nms", to_json(BatchedNmsProblem{{{0, 0, 1, 1}, {0, 0, 2, 2}}, {0.9, 0.1}, {0, 3}, 0.5, DType::fp16, true, 1}));
   add("roi_align", to_json(RoiAlignProblem{{1, 2, 1, 2, {1, 2, 3, 4}}, {{0, 0, 0, 1, 1}}, 0.5, 2, 2, -1, true}));
   add("roi_pool", to_json(RoiPoolProblem{{1, 1, 2, 2, {1, 2, 3, 4}}, {{0, 0, 0, 1, 1}}, 1.0, 1, 1}));
   return texts;
@@ -41,6 +42,7 @@ void read_everything(const std::string& path) {
   CaseFile file = read_case_file(path);
   if (file.op == "nms") nms_problem_from_json(file.input);
   if (file.op == "box_iou") box_iou_problem_from_json(file.input);
+  if (file.op == "batched_nms") batched_nms_problem_from_json(file.input);
   if (file.op == "roi_align") roi_align_problem_from_json(file.input);
   if (file.op == "roi_pool") roi_pool_problem_from_json(file.input);
 }

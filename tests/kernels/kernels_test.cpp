@@ -118,3 +118,76 @@ TEST(AtenBoxIou, EmptySetsGiveEmptyMatrices) {
 
 }  // namespace
 }  // namespace detfuzz::kernels
+
+namespace detfuzz::kernels {
+namespace {
+
+const Target<BatchedNmsProblem>& batched_target(const std::string& name) {
+  static const auto targets = batched_nms_targets({});
+  for (const auto& target : targets)
+    if (target.name == name) return target;
+  throw std::runtime_error("no batched_nms target " + name);
+}
+
+// Box 0 of class 0 at [0,0,1,1]; box 1 of class 1 at [-2,-2,-1,-1], which the coordinate
+// trick's offset (max + 1) * 1 = 2 moves exactly onto box 0; then zero-area fillers of
+// class 0 up to `count` boxes (IoU 0 with everything).
+BatchedNmsProblem trick_breaker(std::size_t count) {
+  BatchedNmsProblem problem{{{0, 0, 1, 1}, {-2, -2, -1, -1}}, {0.9, 0.8}, {0, 1}, 0.5, std::nullopt, false, -1};
+  while (problem.boxes.size() < count) {
+    problem.boxes.push_back({0, 0, 0, 0});
+    problem.scores.push_back(0.1);
+    problem.classes.push_back(0);
+  }
+  return problem;
+}
+
+bool keeps(const HostTensor& keep, double index) {
+  return std::find(keep.values.begin(), keep.values.end(), index) != keep.values.end();
+}
+
+TEST(TorchvisionBatchedNms, UsesTheCoordinateTrickUpTo1000BoxesOnCpuAndOneNmsPerClassAbove) {
+  const auto& switching = batched_target("torchvision");
+  EXPECT_FALSE(keeps(switching.run(trick_breaker(1000), DType::fp32, Device::cpu).at(0), 1));
+  EXPECT_TRUE(keeps(switching.run(trick_breaker(1001), DType::fp32, Device::cpu).at(0), 1));
+  EXPECT_FALSE(keeps(batched_target("torchvision:coordinate_trick").run(trick_breaker(1001), DType::fp32, Device::cpu).at(0), 1));
+  EXPECT_TRUE(keeps(batched_target("torchvision:vanilla").run(trick_breaker(10), DType::fp32, Device::cpu).at(0), 1));
+}
+
+BatchedNmsProblem disjoint_boxes(std::size_t count, std::optional<DType> score_dtype) {
+  BatchedNmsProblem problem;
+  for (std::size_t i = 0; i < count; ++i) {
+    problem.boxes.push_back({static_cast<double>(i), 0, i + 1.0, 1});
+    problem.scores.push_back(round_to(DType::fp16, 1.0 / (1 + i % 100)));
+    problem.classes.push_back(static_cast<std::int64_t>(i % 3));
+  }
+  problem.score_dtype = score_dtype;
+  return problem;
+}
+
+// mmcv 1.7's split path writes fp32 dets scores into scores.new_zeros(), an fp16 buffer.
+TEST(MmcvBatchedNms, SplitPathAt10000BoxesRaisesOnFloatBoxesWithHalfScores) {
+  const auto& mmcv = batched_target("mmcv");
+  auto below = mmcv.run(disjoint_boxes(9999, DType::fp16), DType::fp32, Device::cpu);
+  EXPECT_EQ(below.at(0).values.size(), 9999u);
+  EXPECT_EQ(below.at(1).shape, (std::vector<std::int64_t>{9999, 5}));
+  try {
+    mmcv.run(disjoint_boxes(10000, DType::fp16), DType::fp32, Device::cpu);
+    FAIL() << "mmcv's split path accepted fp16 scores with fp32 boxes";
+  } catch (const std::exception& error) {
+    EXPECT_NE(std::string(error.what()).find("Index put requires the source and destination dtypes match"),
+              std::string::npos) << error.what();
+  }
+  EXPECT_EQ(mmcv.run(disjoint_boxes(10000, std::nullopt), DType::fp32, Device::cpu).at(0).values.size(), 10000u);
+}
+
+TEST(MmcvBatchedNms, EmptyInputRaisesUnlessClassAgnosticAsUpstream) {
+  BatchedNmsProblem empty{{}, {}, {}, 0.5, std::nullopt, false, -1};
+  EXPECT_THROW(batched_target("mmcv").run(empty, DType::fp32, Device::cpu), std::exception);
+  empty.class_agnostic = true;
+  EXPECT_TRUE(batched_target("mmcv").run(empty, DType::fp32, Device::cpu).at(0).values.empty());
+  EXPECT_TRUE(batched_target("torchvision").run(empty, DType::fp32, Device::cpu).at(0).values.empty());
+}
+
+}  // namespace
+}  // namespace detfuzz::kernels
