@@ -1,5 +1,7 @@
 #include "nms.h"
 
+#include "x_sweep.h"
+
 #include <algorithm>
 #include <numeric>
 
@@ -13,7 +15,7 @@ std::vector<std::int64_t> score_order(const std::vector<double>& scores) {
   return order;
 }
 
-NmsReference nms(const NmsProblem& problem, BoxConvention convention) {
+NmsReference nms_quadratic(const NmsProblem& problem, BoxConvention convention) {
   const auto& boxes = problem.boxes;
   const std::vector<std::int64_t> order = score_order(problem.scores);
   std::vector<bool> suppressed(boxes.size(), false);
@@ -37,6 +39,32 @@ NmsReference nms(const NmsProblem& problem, BoxConvention convention) {
         reference.suppressions.push_back({i, j, terms.value});
       }
     }
+  }
+  return reference;
+}
+
+NmsReference nms(const NmsProblem& problem, BoxConvention convention) {
+  if (convention != BoxConvention::continuous || !(problem.iou_threshold >= 0) || !XSweep::all_finite(problem.boxes))
+    return nms_quadratic(problem, convention);
+  // The same visits as nms_quadratic, each kept box looking only at the boxes it can overlap.
+  const auto& boxes = problem.boxes;
+  const std::vector<std::int64_t> order = score_order(problem.scores);
+  std::vector<std::size_t> rank(boxes.size());
+  for (std::size_t r = 0; r < order.size(); ++r) rank[static_cast<std::size_t>(order[r])] = r;
+  const XSweep sweep(boxes, order);
+  std::vector<bool> suppressed(boxes.size(), false);
+  NmsReference reference;
+  for (std::int64_t i : order) {
+    if (suppressed[i]) continue;
+    reference.keep.push_back(i);
+    sweep.for_each_candidate(boxes[i], [&](std::int64_t j) {
+      if (rank[j] <= rank[i] || suppressed[j] || disjoint(boxes[i], boxes[j])) return;
+      const IouTerms terms = iou_terms(boxes[i], boxes[j], convention);
+      if (terms.value > problem.iou_threshold) {
+        suppressed[j] = true;
+        reference.suppressions.push_back({i, j, terms.value});
+      }
+    });
   }
   return reference;
 }

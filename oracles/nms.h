@@ -28,7 +28,10 @@ struct NmsReference {
 // Indices sorted by decreasing score, ties by increasing index.
 std::vector<std::int64_t> score_order(const std::vector<double>& scores);
 
+// Pairs that cannot overlap are skipped with an x-sorted sweep (x_sweep.h) where that is
+// exact; nms_quadratic is the plain double loop it is tested against.
 NmsReference nms(const NmsProblem& problem,
                  BoxConvention convention = BoxConvention::continuous);
+NmsReference nms_quadratic(const NmsProblem& problem, BoxConvention convention = BoxConvention::continuous);
 
 }  // namespace detfuzz::oracles

@@ -498,7 +498,9 @@ int main_with_args(int argc, char** argv) {
                   "wall-time budget shared fairly by all cells, e.g. 60s, 5m (stops at --cases too)");
   run->add_option("--seed", settings.seed, "campaign seed: same seed and settings, same cases and findings")
       ->capture_default_str();
-  run->add_option("--max-boxes", settings.max_boxes, "cap on boxes per generated set / RoIs per case")
+  run->add_option("--max-boxes", settings.max_boxes,
+                  "cap on boxes per generated set / RoIs per case (batched_nms also draws sets of exactly its "
+                  "strategy-switch counts, 999..10,001 boxes, whatever this cap)")
       ->capture_default_str();
   run->add_flag("--hostile", settings.hostile,
                 "hostile inputs: NaN, infinities, subnormals, extremes, inverted boxes, bad batch indices; "

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "corpus/case_json.h"
 #include "oracles/box_iou.h"
 #include "oracles/nms.h"
+#include "oracles/x_sweep.h"
 
 namespace detfuzz::compare {
 namespace {
@@ -122,21 +124,39 @@ ReplayResult replay_nms(const NmsProblem& problem, const std::vector<std::int64_
                    [&](std::int64_t a, std::int64_t b) { return scores[a] > scores[b]; });
   const bool order_ok = visit == keep;
 
+  // Pairs that cannot overlap are decided without looking (IoU 0, or 0/0 for two zero-area
+  // boxes, handled below), so the kept boxes worth comparing come from an x-sorted sweep.
+  const bool pruned = policy.shortcut && policy.convention == BoxConvention::continuous && threshold >= 0 &&
+                      oracles::XSweep::all_finite(problem.boxes);
+  std::optional<oracles::XSweep> sweep;
+  if (pruned) sweep.emplace(problem.boxes, visit);
+  std::vector<std::size_t> position(problem.boxes.size(), visit.size());
+  for (std::size_t p = 0; p < visit.size(); ++p) position[static_cast<std::size_t>(visit[p])] = p;
+  auto for_each_kept_near = [&](std::int64_t box, auto&& f) {
+    if (sweep) sweep->for_each_candidate(problem.boxes[box], f);
+    else for (std::int64_t k : visit) f(k);
+  };
+
   // 2. No kept box may be surely suppressed by a box visited before it.
   for (std::size_t p = 0; p < visit.size(); ++p) {
-    for (std::size_t q = 0; q < p; ++q) {
-      if (!same_class(policy, visit[q], visit[p])) continue;
-      DecisionInfo info =
-          decide_with_evidence(problem.boxes[visit[q]], problem.boxes[visit[p]], threshold, policy);
-      if (info.decision != Decision::suppress) continue;
-      info = decide_with_evidence(problem.boxes[visit[q]], problem.boxes[visit[p]], threshold, policy, true);
-      result.explanation = fmt::format(
-          "box {} is kept, but box {} (score {}) was kept before it and overlaps it with IoU "
-          "{} > threshold {} (tolerance {:.3g}): it should have been suppressed",
-          visit[p], visit[q], scores[visit[q]], info.iou, threshold, info.tolerance);
-      result.trace = decision_json(problem, visit[q], visit[p], info, "suppressed");
-      return result;
-    }
+    std::size_t suppressor = visit.size();  // the earliest, as a plain loop would find it
+    for_each_kept_near(visit[p], [&](std::int64_t k) {
+      const std::size_t q = position[static_cast<std::size_t>(k)];
+      if (q >= p || q >= suppressor || !same_class(policy, k, visit[p])) return;
+      if (decide_with_evidence(problem.boxes[k], problem.boxes[visit[p]], threshold, policy).decision ==
+          Decision::suppress)
+        suppressor = q;
+    });
+    if (suppressor == visit.size()) continue;
+    const std::size_t q = suppressor;
+    const DecisionInfo info =
+        decide_with_evidence(problem.boxes[visit[q]], problem.boxes[visit[p]], threshold, policy, true);
+    result.explanation = fmt::format(
+        "box {} is kept, but box {} (score {}) was kept before it and overlaps it with IoU "
+        "{} > threshold {} (tolerance {:.3g}): it should have been suppressed",
+        visit[p], visit[q], scores[visit[q]], info.iou, threshold, info.tolerance);
+    result.trace = decision_json(problem, visit[q], visit[p], info, "suppressed");
+    return result;
   }
 
   // 3. Every box left out needs a kept box of higher or equal score that may suppress it.
@@ -145,19 +165,23 @@ ReplayResult replay_nms(const NmsProblem& problem, const std::vector<std::int64_
     bool suppressible = false;
     DecisionInfo closest;
     std::int64_t closest_box = -1;
-    for (std::int64_t k : visit) {
-      if (scores[k] < scores[j]) break;
-      if (!same_class(policy, k, j)) continue;
+    auto consider = [&](std::int64_t k) {
+      if (suppressible || scores[k] < scores[j] || !same_class(policy, k, j)) return;
       DecisionInfo info = decide_with_evidence(problem.boxes[k], problem.boxes[j], threshold, policy);
       if (info.decision != Decision::keep) {
         suppressible = true;
-        break;
-      }
-      if (closest_box < 0 || info.iou > closest.iou) {
+      } else if (closest_box < 0 || info.iou > closest.iou) {
         closest = info;
         closest_box = k;
       }
-    }
+    };
+    for_each_kept_near(j, consider);
+    if (pruned && !suppressible)  // far apart: only zero-area pairs (0/0) may go either way
+      for (std::int64_t k : visit) {
+        if (scores[k] < scores[j] || suppressible) break;
+        if (zero_area(problem.boxes[k]) && zero_area(problem.boxes[j])) consider(k);
+        if (closest_box < 0) consider(k);  // IoU 0: names the nearest candidate like a plain loop
+      }
     if (suppressible) continue;
     if (closest_box < 0) {
       result.explanation = fmt::format(

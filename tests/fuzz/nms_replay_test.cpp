@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "fuzz/compare/nms_replay.h"
+#include "oracles/nms.h"
 
 namespace detfuzz::compare {
 namespace {
@@ -145,6 +146,34 @@ RC_GTEST_PROP(NmsReplay, ShortcutNeverChangesADecision, ()) {
   for (const Box& a : problem.boxes)
     for (const Box& b : problem.boxes)
       RC_ASSERT(decide(a, b, problem.iou_threshold, fast) == decide(a, b, problem.iou_threshold, full));
+}
+
+// The sweep skips pairs that cannot overlap; on generated problems and kept lists near the
+// oracle's (one box dropped, one added, two swapped), its verdict is the plain loop's.
+RC_GTEST_PROP(NmsReplay, PrunedReplayAgreesWithThePlainLoop, ()) {
+  const DType dtype = *rc::gen::elementOf(kFloatDTypes);
+  const NmsProblem problem = *gen::nms_problem({dtype, 40});
+  std::vector<std::int64_t> keep = oracles::nms_quadratic(problem).keep;
+  const int edit = *rc::gen::inRange(0, 4);
+  const auto n = static_cast<std::int64_t>(problem.boxes.size());
+  if (edit == 1 && !keep.empty()) keep.erase(keep.begin() + *rc::gen::inRange<std::size_t>(0, keep.size()));
+  if (edit == 2 && n > 0) {
+    const std::int64_t extra = *rc::gen::inRange<std::int64_t>(0, n);
+    if (std::find(keep.begin(), keep.end(), extra) == keep.end()) keep.push_back(extra);
+  }
+  if (edit == 3 && keep.size() > 1) std::swap(keep.front(), keep.back());
+  DecisionPolicy fast{accumulate_type(dtype), false, BoxConvention::continuous, true};
+  DecisionPolicy plain = fast;
+  plain.shortcut = false;
+  const ReplayResult a = replay_nms(problem, keep, fast), b = replay_nms(problem, keep, plain);
+  RC_ASSERT(a.consistent == b.consistent);
+  RC_ASSERT(a.order_only == b.order_only);
+}
+
+RC_GTEST_PROP(NmsOracle, SweepKeepsWhatThePlainLoopKeeps, ()) {
+  const DType dtype = *rc::gen::elementOf(kFloatDTypes);
+  const NmsProblem problem = *gen::nms_problem({dtype, 60});
+  RC_ASSERT(oracles::nms(problem).keep == oracles::nms_quadratic(problem).keep);
 }
 
 }  // namespace
