@@ -235,6 +235,52 @@ BatchedNmsProblem batched_nms_problem_from_json(const nlohmann::json& json) {
   return problem;
 }
 
+nlohmann::json to_json(const BoxCoderProblem& p) {
+  const bool decode = p.mode == BoxCoderProblem::Mode::decode;
+  nlohmann::json json = {{"mode", decode ? "decode" : "encode"},
+                         {"boxes", boxes_json(p.boxes)},
+                         {"weights", {json_double(p.weights[0]), json_double(p.weights[1]), json_double(p.weights[2]),
+                                      json_double(p.weights[3])}}};
+  if (decode) {
+    nlohmann::json deltas = nlohmann::json::array();
+    for (const auto& d : p.deltas) deltas.push_back({json_double(d[0]), json_double(d[1]), json_double(d[2]), json_double(d[3])});
+    json["deltas"] = deltas;
+    json["clip"] = json_double(p.clip);
+  } else {
+    json["references"] = boxes_json(p.references);
+  }
+  return json;
+}
+
+BoxCoderProblem box_coder_problem_from_json(const nlohmann::json& json) {
+  const std::string what = "box_coder input";
+  BoxCoderProblem p;
+  const auto& mode = field(json, "mode", what);
+  if (mode != "decode" && mode != "encode") malformed(what + ".mode", "\"decode\" or \"encode\"", mode);
+  p.mode = mode == "decode" ? BoxCoderProblem::Mode::decode : BoxCoderProblem::Mode::encode;
+  p.boxes = boxes_from_json(field(json, "boxes", what), what + ".boxes");
+  const auto& weights = field(json, "weights", what);
+  if (!weights.is_array() || weights.size() != 4) malformed(what + ".weights", "[wx, wy, ww, wh]", weights);
+  for (std::size_t k = 0; k < 4; ++k) {
+    p.weights[k] = double_from_json(weights[k], what + ".weights[" + std::to_string(k) + "]");
+    if (!(p.weights[k] != 0)) malformed(what + ".weights[" + std::to_string(k) + "]", "a nonzero number", weights[k]);
+  }
+  if (p.mode == BoxCoderProblem::Mode::decode) {
+    // Four numbers per box, the same shape as a box list.
+    for (const Box& d : boxes_from_json(field(json, "deltas", what), what + ".deltas")) p.deltas.push_back({d.x1, d.y1, d.x2, d.y2});
+    if (p.deltas.size() != p.boxes.size())
+      throw Error(ErrorKind::input, what + ": " + std::to_string(p.boxes.size()) + " boxes but " +
+                                        std::to_string(p.deltas.size()) + " deltas; give one [dx, dy, dw, dh] per box");
+    p.clip = double_from_json(field(json, "clip", what), what + ".clip");
+  } else {
+    p.references = boxes_from_json(field(json, "references", what), what + ".references");
+    if (p.references.size() != p.boxes.size())
+      throw Error(ErrorKind::input, what + ": " + std::to_string(p.boxes.size()) + " boxes but " +
+                                        std::to_string(p.references.size()) + " references; give one per box");
+  }
+  return p;
+}
+
 nlohmann::json to_json(const RoiAlignProblem& p) {
   return {{"input", feature_map_json(p.input)},         {"rois", rois_json(p.rois)},
           {"spatial_scale", json_double(p.spatial_scale)}, {"pooled_height", p.pooled_height},

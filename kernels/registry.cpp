@@ -9,6 +9,7 @@ namespace detfuzz::kernels {
 // Defined beside each op's adapter (one op = one stem per folder).
 Target<NmsProblem> torchvision_nms_target(const KernelConfig& config);
 Target<BoxIouProblem> aten_box_iou_target();
+Target<BoxCoderProblem> aten_box_coder_target();
 std::vector<Target<BatchedNmsProblem>> aten_batched_nms_targets(const KernelConfig& config);
 Target<RoiAlignProblem> torchvision_roi_align_target(const KernelConfig& config);
 Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config);
@@ -26,6 +27,8 @@ std::vector<Target<BatchedNmsProblem>> batched_nms_targets(const KernelConfig& c
 std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig&) {
   return {aten_box_iou_target()};
 }
+
+std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig&) { return {aten_box_coder_target()}; }
 
 std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config) {
   return {torchvision_roi_align_target(config)};

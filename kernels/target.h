@@ -50,6 +50,7 @@ const LibraryStatus& load_torchvision(const KernelConfig& config);
 std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config);
 std::vector<Target<BatchedNmsProblem>> batched_nms_targets(const KernelConfig& config);
 std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig& config);
+std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig& config);
 std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config);
 std::vector<Target<RoiPoolProblem>> roi_pool_targets(const KernelConfig& config);
 

@@ -104,18 +104,48 @@ Tracked ErrorTracker::div(const Tracked& a, const Tracked& b) {
   return rounded(q, std::fma(q, b.value, -a.value), propagated);
 }
 
-Tracked ErrorTracker::max(const Tracked& a, const Tracked& b) {
-  Tracked result = a.value >= b.value ? a : b;
-  for (std::size_t f = 0; f < result.error.size(); ++f)
-    result.error[f] = std::max(a.error[f], b.error[f]);
+Tracked ErrorTracker::transcendental(double value, bool exact,
+                                     const std::array<double, kFloatDTypes.size()>& propagated) {
+  note_range(value);
+  Tracked result;
+  result.value = value;
+  for (std::size_t f = 0; f < kFormats; ++f)
+    result.error[f] = exact && propagated[f] == 0
+                          ? 0.0
+                          : propagated[f] + 2 * kTranscendentalUlps * formats()[f]->unit_roundoff * std::fabs(value);
   return result;
 }
 
-Tracked ErrorTracker::min(const Tracked& a, const Tracked& b) {
-  Tracked result = a.value <= b.value ? a : b;
+Tracked ErrorTracker::exp(const Tracked& a) {
+  const double e = std::exp(a.value);
+  std::array<double, kFloatDTypes.size()> propagated{};
+  for (std::size_t f = 0; f < kFormats; ++f) propagated[f] = e * a.error[f];
+  return transcendental(e, a.value == 0, propagated);
+}
+
+Tracked ErrorTracker::log(const Tracked& a) {
+  const double l = std::log(a.value);
+  std::array<double, kFloatDTypes.size()> propagated{};
+  for (std::size_t f = 0; f < kFormats; ++f) propagated[f] = a.error[f] / std::fabs(a.value);
+  return transcendental(l, a.value == 1, propagated);
+}
+
+namespace {
+
+// A selection keeps the chosen operand's error when the operands are farther apart than
+// their errors together (the kernel selects the same one); otherwise the larger error.
+Tracked select(const Tracked& chosen, const Tracked& other) {
+  Tracked result = chosen;
+  const double gap = std::fabs(chosen.value - other.value);
   for (std::size_t f = 0; f < result.error.size(); ++f)
-    result.error[f] = std::max(a.error[f], b.error[f]);
+    if (!(gap > chosen.error[f] + other.error[f])) result.error[f] = std::max(chosen.error[f], other.error[f]);
   return result;
 }
+
+}  // namespace
+
+Tracked ErrorTracker::max(const Tracked& a, const Tracked& b) { return a.value >= b.value ? select(a, b) : select(b, a); }
+
+Tracked ErrorTracker::min(const Tracked& a, const Tracked& b) { return a.value <= b.value ? select(a, b) : select(b, a); }
 
 }  // namespace detfuzz::oracles

@@ -17,6 +17,10 @@
 
 namespace detfuzz::oracles {
 
+// glibc's exp/log are within 1 ulp, CUDA's expf/logf within 2, Half versions round a float
+// result once more: 2 ulps covers all of them.
+inline constexpr double kTranscendentalUlps = 2.0;
+
 // Index into per-format arrays, in kFloatDTypes order.
 std::size_t format_index(DType dtype);
 
@@ -39,7 +43,13 @@ class ErrorTracker {
   Tracked sub(const Tracked& a, const Tracked& b);
   Tracked mul(const Tracked& a, const Tracked& b);
   Tracked div(const Tracked& a, const Tracked& b);
-  // Selections round nothing: |max(a', b') - max(a, b)| <= max(|a' - a|, |b' - b|).
+  // exp and log as libraries compute them: not correctly rounded, so each counts
+  // kTranscendentalUlps of its result on top of the propagated error; exact only for
+  // exp(0) = 1 and log(1) = 0.
+  Tracked exp(const Tracked& a);
+  Tracked log(const Tracked& a);
+  // Selections round nothing: |max(a', b') - max(a, b)| <= max(|a' - a|, |b' - b|), and
+  // only the chosen operand's error when the two are too far apart to swap.
   Tracked max(const Tracked& a, const Tracked& b);
   Tracked min(const Tracked& a, const Tracked& b);
 
@@ -50,6 +60,7 @@ class ErrorTracker {
 
  private:
   // `residual` is the exact error of the double operation (0 when it was exact).
+  Tracked transcendental(double value, bool exact, const std::array<double, kFloatDTypes.size()>& propagated);
   Tracked rounded(double value, double residual,
                   const std::array<double, kFloatDTypes.size()>& propagated);
   void note_range(double value);

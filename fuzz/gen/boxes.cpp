@@ -443,4 +443,78 @@ rc::Gen<BatchedNmsProblem> batched_nms_problem(const BoxGenOptions& options) {
   });
 }
 
+namespace {
+
+// One delta component in units of its weight: plain dyadic steps, arbitrary values, and
+// dw/dh at, around and far past torchvision's clip log(1000/16).
+rc::Gen<double> delta_component(DType dtype, double weight, bool size_term) {
+  std::vector<std::pair<std::size_t, rc::Gen<double>>> choices = {
+      {4, rc::gen::map(in_range(-256, 257), [](int k) { return k / 64.0; })},
+      {2, rc::gen::map(in_range(-5000, 5001), [](int k) { return k / 1000.0; })},
+  };
+  if (size_term) {
+    const double clip = std::log(1000.0 / 16);
+    choices.push_back({2, rc::gen::map(in_range(-4, 5), [dtype, clip, weight](int ulps) {
+                         return step_ulps(dtype, round_to(dtype, clip * weight), ulps) / weight;
+                       })});
+    choices.push_back({1, rc::gen::element(5.0, 8.0, 10.0, 20.0, 50.0, -10.0)});
+  }
+  return rc::gen::map(weighted(choices), [dtype, weight](double units) { return round_to(dtype, units * weight); });
+}
+
+// A reference box for a proposal: shifted by eighths of its size and scaled, or a
+// zero-width / zero-height box (log 0), rounded to the dtype.
+rc::Gen<Box> reference_for(DType dtype, const Box& proposal) {
+  return rc::gen::map(rc::gen::tuple(in_range(-8, 9), in_range(-8, 9), rc::gen::element(1.0, 0.5, 2.0, 1.25, 0.0, 1e-3)),
+                      [dtype, proposal](const std::tuple<int, int, double>& t) {
+                        auto [sx, sy, scale] = t;
+                        const double w = proposal.x2 - proposal.x1, h = proposal.y2 - proposal.y1;
+                        const double x1 = proposal.x1 + sx * w / 8, y1 = proposal.y1 + sy * h / 8;
+                        return round_box(dtype, {x1, y1, x1 + w * scale, y1 + h * scale});
+                      });
+}
+
+}  // namespace
+
+rc::Gen<BoxCoderProblem> box_coder_problem(const BoxGenOptions& options) {
+  const DType dtype = options.dtype;
+  using Weights = std::array<double, 4>;
+  auto setup = rc::gen::tuple(rc::gen::element(BoxCoderProblem::Mode::decode, BoxCoderProblem::Mode::encode),
+                              rc::gen::element(Weights{1, 1, 1, 1}, Weights{10, 10, 5, 5}), box_set(options, 0.5));
+  return rc::gen::mapcat(setup, [dtype](const std::tuple<BoxCoderProblem::Mode, Weights, std::vector<Box>>& drawn) {
+    const auto& [mode, weights, boxes] = drawn;
+    BoxCoderProblem base;
+    base.mode = mode;
+    base.boxes = boxes;
+    base.weights = weights;
+    if (mode == BoxCoderProblem::Mode::encode) {
+      std::vector<rc::Gen<Box>> references;
+      for (const Box& b : boxes) references.push_back(reference_for(dtype, b));
+      return rc::gen::map(rc::gen::exec([references] {
+                            std::vector<Box> out;
+                            for (const auto& g : references) out.push_back(*g);
+                            return out;
+                          }),
+                          [base](std::vector<Box> refs) {
+                            BoxCoderProblem p = base;
+                            p.references = std::move(refs);
+                            return p;
+                          });
+    }
+    auto delta = rc::gen::map(rc::gen::tuple(delta_component(dtype, weights[0], false),
+                                             delta_component(dtype, weights[1], false),
+                                             delta_component(dtype, weights[2], true),
+                                             delta_component(dtype, weights[3], true)),
+                              [](const std::tuple<double, double, double, double>& d) {
+                                return std::array<double, 4>{std::get<0>(d), std::get<1>(d), std::get<2>(d), std::get<3>(d)};
+                              });
+    return rc::gen::map(rc::gen::container<std::vector<std::array<double, 4>>>(boxes.size(), delta),
+                        [base](std::vector<std::array<double, 4>> deltas) {
+                          BoxCoderProblem p = base;
+                          p.deltas = std::move(deltas);
+                          return p;
+                        });
+  });
+}
+
 }  // namespace detfuzz::gen

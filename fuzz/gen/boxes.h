@@ -49,6 +49,9 @@ rc::Gen<BoxIouProblem> box_iou_problem(const BoxGenOptions& options);
 // ids 1..1,000, negative coordinates, scores in another dtype (autocast), mmcv's options.
 rc::Gen<BatchedNmsProblem> batched_nms_problem(const BoxGenOptions& options);
 const std::vector<int>& batched_nms_switch_counts();
+// box_coder: decode (deltas at, around and past the clip; weights (1,1,1,1) and
+// (10,10,5,5)) and encode (references shifted, scaled, of zero size).
+rc::Gen<BoxCoderProblem> box_coder_problem(const BoxGenOptions& options);
 
 Box round_box(DType dtype, const Box& box);
 

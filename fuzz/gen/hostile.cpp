@@ -85,6 +85,18 @@ rc::Gen<BatchedNmsProblem> hostile(rc::Gen<BatchedNmsProblem> valid, DType dtype
   return hostile_scored_boxes(valid, dtype);
 }
 
+rc::Gen<BoxCoderProblem> hostile(rc::Gen<BoxCoderProblem> valid, DType dtype) {
+  return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<BoxCoderProblem, std::vector<Edit>> p) {
+    BoxCoderProblem& problem = p.first;
+    for (const Edit& e : p.second) {
+      if (e.field == 4 && !problem.deltas.empty()) problem.deltas[e.element % problem.deltas.size()][e.element % 4] = e.value;
+      else if (e.field == 4) apply(problem.references, e);
+      else apply(problem.boxes, e);
+    }
+    return problem;
+  });
+}
+
 rc::Gen<BoxIouProblem> hostile(rc::Gen<BoxIouProblem> valid, DType dtype) {
   return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<BoxIouProblem, std::vector<Edit>> p) {
     for (const Edit& e : p.second) apply(e.element % 2 ? p.first.boxes1 : p.first.boxes2, e);

@@ -122,6 +122,7 @@ Registry default_registry(const kernels::KernelConfig& config);
 // Builders used by default_registry, and by tests that plant their own targets.
 std::unique_ptr<OpHarness> make_nms_harness(std::vector<kernels::Target<NmsProblem>> targets);
 std::unique_ptr<OpHarness> make_batched_nms_harness(std::vector<kernels::Target<BatchedNmsProblem>> targets);
+std::unique_ptr<OpHarness> make_box_coder_harness(std::vector<kernels::Target<BoxCoderProblem>> targets);
 std::unique_ptr<OpHarness> make_box_iou_harness(std::vector<kernels::Target<BoxIouProblem>> targets);
 std::unique_ptr<OpHarness> make_roi_align_harness(std::vector<kernels::Target<RoiAlignProblem>> targets);
 std::unique_ptr<OpHarness> make_roi_pool_harness(std::vector<kernels::Target<RoiPoolProblem>> targets);

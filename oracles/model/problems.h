@@ -3,6 +3,8 @@
 // tensors; the corpus serializes them.
 #pragma once
 
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -44,6 +46,19 @@ struct BatchedNmsProblem {
   std::optional<DType> score_dtype;
   bool class_agnostic = false;
   std::int64_t max_num = -1;
+};
+
+// Faster R-CNN box coding (torchvision models/detection/_utils.py BoxCoder). decode: each
+// box moved by its deltas (dx, dy, dw, dh) / weights, dw and dh clamped at `clip`;
+// encode: the deltas that move each proposal onto its reference (ground-truth) box.
+struct BoxCoderProblem {
+  enum class Mode { encode, decode };
+  Mode mode = Mode::decode;
+  std::vector<Box> boxes;                    // decode: anchors / proposals; encode: proposals
+  std::vector<Box> references;               // encode: one matched reference box per proposal
+  std::vector<std::array<double, 4>> deltas;  // decode: one (dx, dy, dw, dh) per box
+  std::array<double, 4> weights{1, 1, 1, 1};
+  double clip = std::log(1000.0 / 16);       // torchvision's bbox_xform_clip
 };
 
 struct BoxIouProblem {

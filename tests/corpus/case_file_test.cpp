@@ -206,6 +206,36 @@ TEST(CaseJson, BatchedNmsRoundTripsWithItsOptions) {
   EXPECT_FALSE(batched_nms_problem_from_json(to_json(p)).score_dtype.has_value());
 }
 
+TEST(CaseJson, BoxCoderRoundTripsInBothModesAndNamesBadFields) {
+  BoxCoderProblem decode;
+  decode.boxes = {{0, 0, 2, 2}};
+  decode.deltas = {{0.5, -0.25, 10, NAN}};
+  decode.weights = {10, 10, 5, 5};
+  BoxCoderProblem back = box_coder_problem_from_json(nlohmann::json::parse(to_json(decode).dump()));
+  EXPECT_EQ(back.boxes, decode.boxes);
+  EXPECT_EQ(back.deltas[0][2], 10);
+  EXPECT_TRUE(std::isnan(back.deltas[0][3]));
+  EXPECT_EQ(back.weights, decode.weights);
+  EXPECT_EQ(back.clip, decode.clip);
+  BoxCoderProblem encode = decode;
+  encode.mode = BoxCoderProblem::Mode::encode;
+  encode.references = {{1, 1, 3, 3}};
+  EXPECT_EQ(box_coder_problem_from_json(to_json(encode)).references, encode.references);
+  auto error_of = [&](nlohmann::json patch) {
+    nlohmann::json json = to_json(decode);
+    json.merge_patch(patch);
+    try {
+      box_coder_problem_from_json(json);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error_of({{"mode", "both"}}).find("\"decode\" or \"encode\""), std::string::npos);
+  EXPECT_NE(error_of({{"weights", {1, 1, 0, 1}}}).find("weights[2]"), std::string::npos);
+  EXPECT_NE(error_of({{"deltas", nlohmann::json::array()}}).find("1 boxes but 0 deltas"), std::string::npos);
+}
+
 TEST(CaseJson, BadBatchedNmsInputsNameTheFieldAndTheFix) {
   auto error_of = [](nlohmann::json patch) {
     nlohmann::json json = to_json(BatchedNmsProblem{{{0, 0, 1, 1}}, {0.5}, {0}, 0.5, std::nullopt, false, -1});

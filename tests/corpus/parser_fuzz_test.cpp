@@ -31,6 +31,15 @@ std::vector<std::string> seed_texts() {
   };
   add("nms", to_json(NmsProblem{{{0, 0, 1, 1}, {0.5, 0, 2, NAN}}, {0.9, 0.1}, 0.5}));
   add("box_iou", to_json(BoxIouProblem{{{0, 0, 1, 1}}, {{-1, -1, 3, 3}}}));
+  {
+    BoxCoderProblem coder;
+    coder.boxes = {{0, 0, 2, 2}};
+    coder.deltas = {{0.5, NAN, 10, -1}};
+    add("box_coder", to_json(coder));
+    coder.mode = BoxCoderProblem::Mode::encode;
+    coder.references = {{1, 1, 3, 3}};
+    add("box_coder", to_json(coder));
+  }
   add("batched_nms", to_json(BatchedNmsProblem{{{0, 0, 1, 1}, {0, 0, 2, 2}}, {0.9, 0.1}, {0, 3}, 0.5, DType::fp16, true, 1}));
   add("roi_align", to_json(RoiAlignProblem{{1, 2, 1, 2, {1, 2, 3, 4}}, {{0, 0, 0, 1, 1}}, 0.5, 2, 2, -1, true}));
   add("roi_pool", to_json(RoiPoolProblem{{1, 1, 2, 2, {1, 2, 3, 4}}, {{0, 0, 0, 1, 1}}, 1.0, 1, 1}));
@@ -43,6 +52,7 @@ void read_everything(const std::string& path) {
   if (file.op == "nms") nms_problem_from_json(file.input);
   if (file.op == "box_iou") box_iou_problem_from_json(file.input);
   if (file.op == "batched_nms") batched_nms_problem_from_json(file.input);
+  if (file.op == "box_coder") box_coder_problem_from_json(file.input);
   if (file.op == "roi_align") roi_align_problem_from_json(file.input);
   if (file.op == "roi_pool") roi_pool_problem_from_json(file.input);
 }

@@ -76,14 +76,29 @@ TEST(RunningError, QuotientsPropagateNumeratorAndDenominatorErrors) {
   EXPECT_DOUBLE_EQ(q.error[kHalf], (u16 * 2049 + quotient * u16 * 4097) / 4097 + u16 * quotient);
 }
 
-TEST(RunningError, SelectionsKeepTheLargerErrorAndRoundNothing) {
+TEST(RunningError, SelectionsKeepTheChosenErrorUnlessTheOperandsMaySwap) {
   ErrorTracker t;
-  Tracked inexact = t.add(t.input(2048.0), t.input(1.0));
-  Tracked exact = t.input(5000.0);
-  EXPECT_EQ(t.max(inexact, exact).value, 5000.0);
-  EXPECT_EQ(t.max(inexact, exact).error[kHalf], u16 * 2049);
-  EXPECT_EQ(t.min(inexact, exact).value, 2049.0);
-  EXPECT_EQ(t.min(exact, exact).error[kHalf], 0.0);
+  Tracked inexact = t.add(t.input(2048.0), t.input(1.0));  // 2049: not an fp16 number
+  Tracked far = t.input(5000.0);
+  EXPECT_EQ(t.max(inexact, far).value, 5000.0);
+  EXPECT_EQ(t.max(inexact, far).error[kHalf], 0.0);  // 5000 wins in every rounding
+  EXPECT_EQ(t.min(inexact, far).value, 2049.0);
+  EXPECT_EQ(t.min(inexact, far).error[kHalf], u16 * 2049);
+  Tracked near = t.input(2050.0);  // within 2049's error: a kernel may pick either
+  EXPECT_EQ(t.max(inexact, near).value, 2050.0);
+  EXPECT_EQ(t.max(inexact, near).error[kHalf], u16 * 2049);
+  EXPECT_EQ(t.min(far, far).error[kHalf], 0.0);
+}
+
+TEST(RunningError, ExpAndLogAreExactOnlyAtTheirFixedPoints) {
+  ErrorTracker t;
+  EXPECT_EQ(t.exp(t.input(0.0)).error[kHalf], 0.0);
+  EXPECT_EQ(t.log(t.input(1.0)).error[kHalf], 0.0);
+  const Tracked e = t.exp(t.input(1.0));
+  EXPECT_DOUBLE_EQ(e.error[kHalf], 2 * kTranscendentalUlps * u16 * std::exp(1.0));
+  // An input error e_a becomes exp(a) * e_a, and e_a / a through log.
+  const Tracked inexact = t.add(t.input(2048.0), t.input(1.0));
+  EXPECT_DOUBLE_EQ(t.log(inexact).error[kHalf], u16 * 2049 / 2049 + 2 * kTranscendentalUlps * u16 * std::log(2049.0));
 }
 
 TEST(RunningError, RangeFlagsFollowTheIntermediates) {

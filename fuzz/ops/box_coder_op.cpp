@@ -1,0 +1,127 @@
+// box_coder: bound-normalized comparison of every decoded corner / encoded delta with the
+// fp64 oracle (oracles/box_coder.h), the tiers of fuzz/compare/continuous.h. A row with a
+// hostile box, reference or delta (NaN, infinite, inverted) owes nothing but its shape.
+#include <algorithm>
+
+#include "corpus/case_json.h"
+#include "fuzz/compare/continuous.h"
+#include "fuzz/ops/render.h"
+#include "fuzz/ops/typed_harness.h"
+#include "oracles/box_coder.h"
+
+namespace detfuzz::fuzz {
+namespace {
+
+using BoxCoderTarget = kernels::Target<BoxCoderProblem>;
+
+// Reorderings a port may make (0.5 * w vs w / 2, a * b / c vs a * (b / c)) and second-order
+// terms stay within twice the first-order bound, as for IoU.
+constexpr double kCoderBoundSafety = 2.0;
+
+bool hostile_row(const BoxCoderProblem& p, std::size_t i) {
+  if (gen::hostile_box(p.boxes[i])) return true;
+  if (p.mode == BoxCoderProblem::Mode::encode) return gen::hostile_box(p.references[i]);
+  return std::any_of(p.deltas[i].begin(), p.deltas[i].end(), gen::hostile_value);
+}
+
+std::vector<compare::ExpectedValue> expected_values(const BoxCoderProblem& p, DType dtype) {
+  const DType strict = accumulate_type(dtype);
+  const std::vector<oracles::CodedValue> reference = oracles::box_coder(p);
+  std::vector<compare::ExpectedValue> expected;
+  for (std::size_t k = 0; k < reference.size(); ++k) {
+    const oracles::CodedValue& v = reference[k];
+    expected.push_back(compare::ExpectedValue::point(
+        v.value, kCoderBoundSafety * (v.bound(strict) + v.bound(DType::fp64)),
+        kCoderBoundSafety * (v.bound(dtype) + v.bound(DType::fp64)), v.range_ok(strict),
+        v.undefined || hostile_row(p, k / 4)));
+  }
+  return expected;
+}
+
+compare::Judgement judge(const BoxCoderProblem& problem, const BoxCoderTarget& target, DType dtype, Device device) {
+  bool hostile = false;
+  for (std::size_t i = 0; i < problem.boxes.size(); ++i) hostile = hostile || hostile_row(problem, i);
+  auto run = run_target(target, problem, dtype, device, hostile);
+  if (auto* judgement = std::get_if<compare::Judgement>(&run)) return *judgement;
+  const HostTensor& output = std::get<std::vector<HostTensor>>(run).front();
+  compare::OutputContract contract{problem.mode == BoxCoderProblem::Mode::decode ? "decoded boxes" : "deltas",
+                                   {static_cast<std::int64_t>(problem.boxes.size()), 4},
+                                   std::string(dtype_name(dtype)),
+                                   device};
+  compare::Judgement judgement = compare::compare_continuous(output, expected_values(problem, dtype), contract, dtype);
+  judgement.outputs = {output};
+  return judgement;
+}
+
+std::vector<BoxCoderProblem> smaller(const BoxCoderProblem& p, DType dtype) {
+  std::vector<BoxCoderProblem> out;
+  const bool decode = p.mode == BoxCoderProblem::Mode::decode;
+  for (auto range : removal_ranges(p.boxes.size())) {
+    BoxCoderProblem fewer = p;
+    fewer.boxes = without(p.boxes, range);
+    if (decode) fewer.deltas = without(p.deltas, range);
+    else fewer.references = without(p.references, range);
+    out.push_back(std::move(fewer));
+  }
+  if (p.weights != std::array<double, 4>{1, 1, 1, 1}) {
+    BoxCoderProblem plainer = p;
+    plainer.weights = {1, 1, 1, 1};
+    out.push_back(std::move(plainer));
+  }
+  for (auto& boxes : simpler_boxes(p.boxes, dtype)) {
+    BoxCoderProblem plainer = p;
+    plainer.boxes = std::move(boxes);
+    out.push_back(std::move(plainer));
+  }
+  if (!decode)
+    for (auto& references : simpler_boxes(p.references, dtype)) {
+      BoxCoderProblem plainer = p;
+      plainer.references = std::move(references);
+      out.push_back(std::move(plainer));
+    }
+  for (std::size_t i = 0; decode && i < p.deltas.size() && p.deltas.size() <= kMaxElementsToSimplify; ++i)
+    for (std::size_t k = 0; k < 4; ++k)
+      for (double value : simpler_values(p.deltas[i][k], dtype)) {
+        BoxCoderProblem plainer = p;
+        plainer.deltas[i][k] = value;
+        out.push_back(std::move(plainer));
+      }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<OpHarness> make_box_coder_harness(std::vector<BoxCoderTarget> targets) {
+  OpDefinition<BoxCoderProblem> definition;
+  definition.name = "box_coder";
+  definition.description =
+      "Faster R-CNN box encode/decode (torchvision BoxCoder: weights, dw/dh clamped at log(1000/16))";
+  definition.targets = std::move(targets);
+  definition.generator = gen::box_coder_problem;
+  definition.judge = judge;
+  definition.to_json = [](const BoxCoderProblem& p) { return corpus::to_json(p); };
+  definition.from_json = corpus::box_coder_problem_from_json;
+  definition.size = [](const BoxCoderProblem& p) { return p.boxes.size(); };
+  definition.smaller = smaller;
+  definition.oracle_json = [](const BoxCoderProblem& p, DType dtype) {
+    nlohmann::json values = nlohmann::json::array(), tolerance = nlohmann::json::array();
+    for (const auto& e : expected_values(p, dtype)) {
+      values.push_back(corpus::json_double(e.value));
+      tolerance.push_back(corpus::json_double(e.strict.bound + half_ulp(dtype, e.value)));
+    }
+    return nlohmann::json{{"shape", {p.boxes.size(), 4}}, {"values", values}, {"tolerance", tolerance}};
+  };
+  definition.side_by_side = [](const BoxCoderProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
+    std::vector<double> oracle, tolerance;
+    for (const auto& e : expected_values(p, dtype)) {
+      oracle.push_back(e.value);
+      tolerance.push_back(e.undefined ? INFINITY : e.strict.bound + half_ulp(dtype, e.value));
+    }
+    return element_table(outputs.front().shape, outputs.front().values, oracle, tolerance);
+  };
+  definition.probe.boxes = {{0, 0, 2, 2}};
+  definition.probe.deltas = {{0.5, 0.25, 0, 1}};
+  return std::make_unique<TypedOpHarness<BoxCoderProblem>>(std::move(definition));
+}
+
+}  // namespace detfuzz::fuzz

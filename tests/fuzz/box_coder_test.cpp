@@ -1,0 +1,105 @@
+// box_coder: the oracle's arithmetic on exact cases, and the harness catching a decode
+// that forgets the clamp or an encode that forgets the weights.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "corpus/case_json.h"
+#include "fuzz/ops/op_harness.h"
+#include "oracles/box_coder.h"
+
+namespace detfuzz::fuzz {
+namespace {
+
+BoxCoderProblem decode_problem(std::array<double, 4> delta, std::array<double, 4> weights = {1, 1, 1, 1}) {
+  BoxCoderProblem p;
+  p.boxes = {{0, 0, 4, 2}};
+  p.deltas = {delta};
+  p.weights = weights;
+  return p;
+}
+
+std::vector<double> values(const std::vector<oracles::CodedValue>& coded) {
+  std::vector<double> out;
+  for (const auto& v : coded) out.push_back(v.value);
+  return out;
+}
+
+TEST(BoxCoderOracle, ZeroDeltasGiveTheBoxBackExactly) {
+  const auto coded = oracles::box_coder(decode_problem({0, 0, 0, 0}));
+  EXPECT_EQ(values(coded), (std::vector<double>{0, 0, 4, 2}));
+  for (const auto& v : coded) EXPECT_EQ(v.bound(DType::fp16), 0.0);
+}
+
+TEST(BoxCoderOracle, SizeDeltasPastTheClipAreClamped) {
+  const double clip = std::log(1000.0 / 16);
+  const auto clamped = values(oracles::box_coder(decode_problem({0, 0, 10, 0})));
+  EXPECT_DOUBLE_EQ(clamped[2] - clamped[0], 4 * std::exp(clip));
+  // (10, 10, 5, 5) weights: dw = 5 / 5 = 1 is below the clip.
+  const auto weighted = values(oracles::box_coder(decode_problem({2, 0, 5, 0}, {10, 10, 5, 5})));
+  EXPECT_DOUBLE_EQ(weighted[2] - weighted[0], 4 * std::exp(1.0));
+  EXPECT_DOUBLE_EQ((weighted[0] + weighted[2]) / 2, 2 + 0.2 * 4);
+}
+
+TEST(BoxCoderOracle, EncodeIsExactOnDyadicBoxesAndUndefinedForEmptyOnes) {
+  BoxCoderProblem p;
+  p.mode = BoxCoderProblem::Mode::encode;
+  p.boxes = {{0, 0, 4, 4}, {0, 0, 0, 4}};
+  p.references = {{2, 2, 6, 6}, {0, 0, 1, 1}};
+  const auto coded = oracles::box_coder(p);
+  EXPECT_EQ(values(coded)[0], 0.5);
+  EXPECT_EQ(values(coded)[2], 0.0);
+  EXPECT_EQ(coded[2].bound(DType::fp32), 0.0);  // log(1) = 0 exactly
+  EXPECT_TRUE(coded[4].undefined);               // zero-width proposal
+}
+
+// A decode written in double and rounded to the dtype, with or without the clamp.
+kernels::Target<BoxCoderProblem> planted_decode(std::string name, bool clamp) {
+  kernels::Target<BoxCoderProblem> target;
+  target.name = std::move(name);
+  target.availability = [](Device) { return kernels::Availability{}; };
+  target.run = [clamp](const BoxCoderProblem& p, DType dtype, Device) {
+    HostTensor out{{static_cast<std::int64_t>(p.boxes.size()), 4}, std::string(dtype_name(dtype)), "cpu", {}};
+    for (std::size_t i = 0; i < p.boxes.size(); ++i) {
+      const Box& b = p.boxes[i];
+      const auto& d = p.deltas[i];
+      const double w = b.x2 - b.x1, h = b.y2 - b.y1;
+      double dw = d[2] / p.weights[2], dh = d[3] / p.weights[3];
+      if (clamp) dw = std::min(dw, p.clip), dh = std::min(dh, p.clip);
+      const double cx = d[0] / p.weights[0] * w + b.x1 + w / 2, cy = d[1] / p.weights[1] * h + b.y1 + h / 2;
+      const double pw = std::exp(dw) * w / 2, ph = std::exp(dh) * h / 2;
+      for (double v : {cx - pw, cy - ph, cx + pw, cy + ph}) out.values.push_back(round_to(dtype, v));
+    }
+    return std::vector<HostTensor>{out};
+  };
+  return target;
+}
+
+TEST(BoxCoderOp, DecodeWithoutTheClampIsCaughtAndTheFaithfulOneIsNot) {
+  auto op = make_box_coder_harness({planted_decode("clamped", true), planted_decode("unclamped", false)});
+  const nlohmann::json past_clip = corpus::to_json(decode_problem({0, 0, 10, 0}));
+  EXPECT_TRUE(op->judge_json(past_clip, "clamped", DType::fp32, Device::cpu).consistent());
+  const auto judgement = op->judge_json(past_clip, "unclamped", DType::fp32, Device::cpu);
+  ASSERT_FALSE(judgement.consistent());
+  EXPECT_EQ(judgement.verdicts[0].kind, FindingKind::mismatch);
+  EXPECT_TRUE(op->judge_json(corpus::to_json(decode_problem({0, 0, 1, 0})), "unclamped", DType::fp32, Device::cpu)
+                  .consistent());
+}
+
+TEST(BoxCoderOp, TorchvisionPortMatchesTheOracleInFp32AndFp64) {
+  auto op = make_box_coder_harness(kernels::box_coder_targets({}));
+  BoxCoderProblem encode;
+  encode.mode = BoxCoderProblem::Mode::encode;
+  encode.boxes = {{0, 0, 4, 4}, {1, 2, 3.5, 7}};
+  encode.references = {{2, 2, 6, 6}, {0, 0, 10, 3}};
+  encode.weights = {10, 10, 5, 5};
+  for (DType dtype : {DType::fp32, DType::fp64}) {
+    for (const BoxCoderProblem& p : {decode_problem({0.5, -0.25, 10, 1.5}, {10, 10, 5, 5}), encode}) {
+      const auto judgement = op->judge_json(corpus::to_json(p), "torchvision", dtype, Device::cpu);
+      EXPECT_TRUE(judgement.consistent()) << judgement.verdicts[0].message;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace detfuzz::fuzz
