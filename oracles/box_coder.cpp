@@ -7,16 +7,8 @@
 namespace detfuzz::oracles {
 namespace {
 
-CodedValue coded(const Tracked& value, const ErrorTracker& tracker, bool undefined) {
-  CodedValue result;
-  result.value = value.value;
-  result.undefined = undefined || std::isnan(value.value);
-  result.error_bound = value.error;
-  result.in_range = tracker.in_range();
-  return result;
-}
 
-void decode(const BoxCoderProblem& p, std::size_t i, std::vector<CodedValue>& out) {
+void decode(const BoxCoderProblem& p, std::size_t i, std::vector<OracleValue>& out) {
   ErrorTracker t;
   const Box& b = p.boxes[i];
   const Tracked half = t.input(0.5);
@@ -35,10 +27,10 @@ void decode(const BoxCoderProblem& p, std::size_t i, std::vector<CodedValue>& ou
   const Tracked c_to_c_h = t.mul(half, t.mul(t.exp(dh), heights));
   const Tracked corners[4] = {t.sub(pred_ctr_x, c_to_c_w), t.sub(pred_ctr_y, c_to_c_h), t.add(pred_ctr_x, c_to_c_w),
                               t.add(pred_ctr_y, c_to_c_h)};
-  for (const Tracked& corner : corners) out.push_back(coded(corner, t, false));
+  for (const Tracked& corner : corners) out.push_back(t.result(corner));
 }
 
-void encode(const BoxCoderProblem& p, std::size_t i, std::vector<CodedValue>& out) {
+void encode(const BoxCoderProblem& p, std::size_t i, std::vector<OracleValue>& out) {
   ErrorTracker t;
   const Box& e = p.boxes[i];
   const Box& g = p.references[i];
@@ -54,16 +46,13 @@ void encode(const BoxCoderProblem& p, std::size_t i, std::vector<CodedValue>& ou
       t.mul(t.input(p.weights[2]), t.log(t.div(gt_w, ex_w))),
       t.mul(t.input(p.weights[3]), t.log(t.div(gt_h, ex_h))),
   };
-  for (const Tracked& delta : deltas) out.push_back(coded(delta, t, undefined));
+  for (const Tracked& delta : deltas) out.push_back(t.result(delta, undefined));
 }
 
 }  // namespace
 
-double CodedValue::bound(DType compute) const { return error_bound[format_index(compute)]; }
-bool CodedValue::range_ok(DType compute) const { return in_range[format_index(compute)]; }
-
-std::vector<CodedValue> box_coder(const BoxCoderProblem& problem) {
-  std::vector<CodedValue> out;
+std::vector<OracleValue> box_coder(const BoxCoderProblem& problem) {
+  std::vector<OracleValue> out;
   out.reserve(problem.boxes.size() * 4);
   for (std::size_t i = 0; i < problem.boxes.size(); ++i) {
     if (problem.mode == BoxCoderProblem::Mode::decode) decode(problem, i, out);

@@ -8,22 +8,13 @@
 
 #include "model/dtype.h"
 #include "model/problems.h"
+#include "running_error.h"
 
 namespace detfuzz::oracles {
 
-struct CodedValue {
-  double value = 0;
-  // No true value: a proposal of zero width or height (division by 0), or a reference of
-  // zero width or height in encode (log 0).
-  bool undefined = false;
-  std::array<double, kFloatDTypes.size()> error_bound{};
-  std::array<bool, kFloatDTypes.size()> in_range{};
-
-  double bound(DType compute) const;
-  bool range_ok(DType compute) const;
-};
-
-// [N x 4] row-major: decoded (x1, y1, x2, y2), or encoded (dx, dy, dw, dh).
-std::vector<CodedValue> box_coder(const BoxCoderProblem& problem);
+// [N x 4] row-major: decoded (x1, y1, x2, y2), or encoded (dx, dy, dw, dh). Undefined:
+// a proposal of zero width or height in encode (division by 0), or a reference of zero
+// width or height (log 0).
+std::vector<OracleValue> box_coder(const BoxCoderProblem& problem);
 
 }  // namespace detfuzz::oracles

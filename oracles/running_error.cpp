@@ -33,6 +33,18 @@ std::size_t format_index(DType dtype) {
   return kFp64;
 }
 
+double OracleValue::bound(DType compute) const { return error_bound[format_index(compute)]; }
+bool OracleValue::range_ok(DType compute) const { return in_range[format_index(compute)]; }
+
+OracleValue ErrorTracker::result(const Tracked& value, bool undefined) const {
+  OracleValue out;
+  out.value = value.value;
+  out.undefined = undefined || std::isnan(value.value);
+  out.error_bound = value.error;
+  out.in_range = in_range_;
+  return out;
+}
+
 void ErrorTracker::note_range(double value) {
   double magnitude = std::fabs(value);
   for (std::size_t f = 0; f < kFormats; ++f) {

@@ -30,6 +30,18 @@ struct Tracked {
   std::array<double, kFloatDTypes.size()> error{};
 };
 
+// What an oracle hands a comparator for one output element: its value, whether it has
+// one at all, its error bound and whether its intermediates stayed in range, per format.
+struct OracleValue {
+  double value = 0;
+  bool undefined = false;  // no true value exists (0/0, log 0): any output is accepted
+  std::array<double, kFloatDTypes.size()> error_bound{};
+  std::array<bool, kFloatDTypes.size()> in_range{};
+
+  double bound(DType compute) const;
+  bool range_ok(DType compute) const;
+};
+
 class ErrorTracker {
  public:
   // An input the kernel receives: exact in every format that can represent it.
@@ -46,6 +58,11 @@ class ErrorTracker {
   // exp and log as libraries compute them: not correctly rounded, so each counts
   // kTranscendentalUlps of its result on top of the propagated error; exact only for
   // exp(0) = 1 and log(1) = 0.
+  Tracked abs(const Tracked& a) {
+    Tracked result = a;
+    result.value = a.value < 0 ? -a.value : a.value;
+    return result;
+  }
   Tracked exp(const Tracked& a);
   Tracked log(const Tracked& a);
   // Selections round nothing: |max(a', b') - max(a, b)| <= max(|a' - a|, |b' - b|), and
@@ -56,6 +73,8 @@ class ErrorTracker {
   // False when some nonzero intermediate lies outside [min normal, max finite] of the
   // format: there the relative-error model does not hold (overflow, underflow).
   bool in_range(DType dtype) const { return in_range_[format_index(dtype)]; }
+  // `value` as an oracle output, with this tracker's range flags; NaN is undefined.
+  OracleValue result(const Tracked& value, bool undefined = false) const;
   const std::array<bool, kFloatDTypes.size()>& in_range() const { return in_range_; }
 
  private:

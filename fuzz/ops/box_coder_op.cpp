@@ -26,10 +26,10 @@ bool hostile_row(const BoxCoderProblem& p, std::size_t i) {
 
 std::vector<compare::ExpectedValue> expected_values(const BoxCoderProblem& p, DType dtype) {
   const DType strict = accumulate_type(dtype);
-  const std::vector<oracles::CodedValue> reference = oracles::box_coder(p);
+  const std::vector<oracles::OracleValue> reference = oracles::box_coder(p);
   std::vector<compare::ExpectedValue> expected;
   for (std::size_t k = 0; k < reference.size(); ++k) {
-    const oracles::CodedValue& v = reference[k];
+    const oracles::OracleValue& v = reference[k];
     expected.push_back(compare::ExpectedValue::point(
         v.value, kCoderBoundSafety * (v.bound(strict) + v.bound(DType::fp64)),
         kCoderBoundSafety * (v.bound(dtype) + v.bound(DType::fp64)), v.range_ok(strict),

@@ -61,6 +61,29 @@ struct BoxCoderProblem {
   double clip = std::log(1000.0 / 16);       // torchvision's bbox_xform_clip
 };
 
+// Elementwise box-regression losses as torch.nn.functional computes them: smooth L1 with
+// `beta` (beta 0 is L1's value) or plain L1, then the reduction.
+struct RegressionLossProblem {
+  enum class Loss { smooth_l1, l1 };
+  enum class Reduction { none, sum, mean };
+  Loss loss = Loss::smooth_l1;
+  std::vector<double> input, target;
+  double beta = 1.0;
+  Reduction reduction = Reduction::mean;
+};
+
+// The Fast R-CNN head loss (torchvision models/detection/roi_heads.py fastrcnn_loss):
+// cross-entropy over the sampled proposals' class logits (mean), plus smooth L1
+// (beta 1/9, sum) of the positive proposals' regression for their class, divided by the
+// number of sampled proposals. Label 0 is background.
+struct FastRcnnLossProblem {
+  std::int64_t classes = 2;                       // C, background included
+  std::vector<double> class_logits;               // [N x C]
+  std::vector<std::int64_t> labels;               // [N], 0..C-1
+  std::vector<double> box_regression;             // [N x 4C]
+  std::vector<double> regression_targets;         // [N x 4]
+};
+
 struct BoxIouProblem {
   std::vector<Box> boxes1;
   std::vector<Box> boxes2;

@@ -19,7 +19,7 @@ BoxCoderProblem decode_problem(std::array<double, 4> delta, std::array<double, 4
   return p;
 }
 
-std::vector<double> values(const std::vector<oracles::CodedValue>& coded) {
+std::vector<double> values(const std::vector<oracles::OracleValue>& coded) {
   std::vector<double> out;
   for (const auto& v : coded) out.push_back(v.value);
   return out;
