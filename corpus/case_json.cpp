@@ -281,6 +281,97 @@ BoxCoderProblem box_coder_problem_from_json(const nlohmann::json& json) {
   return p;
 }
 
+namespace {
+
+nlohmann::json doubles_json(const std::vector<double>& values) {
+  nlohmann::json array = nlohmann::json::array();
+  for (double v : values) array.push_back(json_double(v));
+  return array;
+}
+
+std::vector<double> doubles_from_json(const nlohmann::json& json, const std::string& key, const std::string& what,
+                                      std::size_t count) {
+  const auto& values = field(json, key, what);
+  if (!values.is_array() || values.size() != count)
+    malformed(what + "." + key, "an array of " + std::to_string(count) + " numbers", values);
+  std::vector<double> result;
+  for (std::size_t i = 0; i < values.size(); ++i)
+    result.push_back(double_from_json(values[i], what + "." + key + "[" + std::to_string(i) + "]"));
+  return result;
+}
+
+constexpr std::size_t kMaxLossValues = 1 << 22;
+
+std::size_t array_size(const nlohmann::json& json, const std::string& key, const std::string& what) {
+  const auto& values = field(json, key, what);
+  if (!values.is_array()) malformed(what + "." + key, "an array", values);
+  if (values.size() > kMaxLossValues)
+    throw Error(ErrorKind::input, what + "." + key + ": " + std::to_string(values.size()) + " values exceed the " +
+                                      std::to_string(kMaxLossValues) + " a case may hold; split the case");
+  return values.size();
+}
+
+}  // namespace
+
+nlohmann::json to_json(const RegressionLossProblem& p) {
+  static const char* reductions[] = {"none", "sum", "mean"};
+  return {{"loss", p.loss == RegressionLossProblem::Loss::l1 ? "l1" : "smooth_l1"},
+          {"input", doubles_json(p.input)},
+          {"target", doubles_json(p.target)},
+          {"beta", json_double(p.beta)},
+          {"reduction", reductions[static_cast<int>(p.reduction)]}};
+}
+
+RegressionLossProblem regression_loss_problem_from_json(const nlohmann::json& json) {
+  const std::string what = "regression_loss input";
+  RegressionLossProblem p;
+  const auto& loss = field(json, "loss", what);
+  if (loss != "smooth_l1" && loss != "l1") malformed(what + ".loss", "\"smooth_l1\" or \"l1\"", loss);
+  p.loss = loss == "l1" ? RegressionLossProblem::Loss::l1 : RegressionLossProblem::Loss::smooth_l1;
+  const std::size_t n = array_size(json, "input", what);
+  p.input = doubles_from_json(json, "input", what, n);
+  p.target = doubles_from_json(json, "target", what, n);
+  p.beta = double_from_json(field(json, "beta", what), what + ".beta");
+  if (!(p.beta >= 0)) malformed(what + ".beta", "a number >= 0", field(json, "beta", what));
+  const auto& reduction = field(json, "reduction", what);
+  if (reduction == "none") p.reduction = RegressionLossProblem::Reduction::none;
+  else if (reduction == "sum") p.reduction = RegressionLossProblem::Reduction::sum;
+  else if (reduction == "mean") p.reduction = RegressionLossProblem::Reduction::mean;
+  else malformed(what + ".reduction", "\"none\", \"sum\" or \"mean\"", reduction);
+  return p;
+}
+
+nlohmann::json to_json(const FastRcnnLossProblem& p) {
+  return {{"classes", p.classes},
+          {"class_logits", doubles_json(p.class_logits)},
+          {"labels", p.labels},
+          {"box_regression", doubles_json(p.box_regression)},
+          {"regression_targets", doubles_json(p.regression_targets)}};
+}
+
+FastRcnnLossProblem fast_rcnn_loss_problem_from_json(const nlohmann::json& json) {
+  const std::string what = "fast_rcnn_loss input";
+  FastRcnnLossProblem p;
+  p.classes = integer_field(json, "classes", what, 1, 4096);
+  const std::size_t n = array_size(json, "labels", what);
+  const auto classes = static_cast<std::size_t>(p.classes);
+  if (n * classes * 4 > kMaxLossValues)
+    throw Error(ErrorKind::input, what + ": " + std::to_string(n) + " proposals x " + std::to_string(classes) +
+                                      " classes exceed the " + std::to_string(kMaxLossValues) +
+                                      " regression values a case may hold; use fewer proposals");
+  const auto& labels = field(json, "labels", what);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!labels[i].is_number_integer() || labels[i].get<std::int64_t>() < 0 || labels[i].get<std::int64_t>() >= p.classes)
+      malformed(what + ".labels[" + std::to_string(i) + "]", "a class in [0, " + std::to_string(p.classes) + ")",
+                labels[i]);
+    p.labels.push_back(labels[i].get<std::int64_t>());
+  }
+  p.class_logits = doubles_from_json(json, "class_logits", what, n * classes);
+  p.box_regression = doubles_from_json(json, "box_regression", what, n * classes * 4);
+  p.regression_targets = doubles_from_json(json, "regression_targets", what, n * 4);
+  return p;
+}
+
 nlohmann::json to_json(const RoiAlignProblem& p) {
   return {{"input", feature_map_json(p.input)},         {"rois", rois_json(p.rois)},
           {"spatial_scale", json_double(p.spatial_scale)}, {"pooled_height", p.pooled_height},

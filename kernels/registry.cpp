@@ -10,6 +10,8 @@ namespace detfuzz::kernels {
 Target<NmsProblem> torchvision_nms_target(const KernelConfig& config);
 Target<BoxIouProblem> aten_box_iou_target();
 Target<BoxCoderProblem> aten_box_coder_target();
+Target<RegressionLossProblem> aten_regression_loss_target();
+Target<FastRcnnLossProblem> torchvision_fast_rcnn_loss_target();
 std::vector<Target<BatchedNmsProblem>> aten_batched_nms_targets(const KernelConfig& config);
 Target<RoiAlignProblem> torchvision_roi_align_target(const KernelConfig& config);
 Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config);
@@ -29,6 +31,14 @@ std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig&) {
 }
 
 std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig&) { return {aten_box_coder_target()}; }
+
+std::vector<Target<RegressionLossProblem>> regression_loss_targets(const KernelConfig&) {
+  return {aten_regression_loss_target()};
+}
+
+std::vector<Target<FastRcnnLossProblem>> fast_rcnn_loss_targets(const KernelConfig&) {
+  return {torchvision_fast_rcnn_loss_target()};
+}
 
 std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config) {
   return {torchvision_roi_align_target(config)};

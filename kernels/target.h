@@ -51,6 +51,8 @@ std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config);
 std::vector<Target<BatchedNmsProblem>> batched_nms_targets(const KernelConfig& config);
 std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig& config);
 std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig& config);
+std::vector<Target<RegressionLossProblem>> regression_loss_targets(const KernelConfig& config);
+std::vector<Target<FastRcnnLossProblem>> fast_rcnn_loss_targets(const KernelConfig& config);
 std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config);
 std::vector<Target<RoiPoolProblem>> roi_pool_targets(const KernelConfig& config);
 

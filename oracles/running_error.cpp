@@ -66,6 +66,10 @@ Tracked ErrorTracker::rounded(double value, double residual,
   for (std::size_t f = 0; f < kFormats; ++f) {
     bool exact = exact_in_double && propagated[f] == 0 && representable(kFloatDTypes[f], value);
     result.error[f] = exact ? 0.0 : propagated[f] + formats()[f]->unit_roundoff * std::fabs(value);
+    // Below the normal range a rounding loses up to half the subnormal spacing, whatever
+    // the value: that is how a product of small numbers flushes to 0.
+    if (!exact && std::fabs(value) < formats()[f]->min_normal)
+      result.error[f] += std::ldexp(1.0, formats()[f]->min_normal_exponent - formats()[f]->precision_bits);
   }
   return result;
 }

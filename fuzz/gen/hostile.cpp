@@ -97,6 +97,25 @@ rc::Gen<BoxCoderProblem> hostile(rc::Gen<BoxCoderProblem> valid, DType dtype) {
   });
 }
 
+rc::Gen<RegressionLossProblem> hostile(rc::Gen<RegressionLossProblem> valid, DType dtype) {
+  return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<RegressionLossProblem, std::vector<Edit>> p) {
+    auto& values = p.second.empty() || p.second.front().field % 2 ? p.first.input : p.first.target;
+    for (const Edit& e : p.second)
+      if (!values.empty()) values[e.element % values.size()] = e.value;
+    return p.first;
+  });
+}
+
+rc::Gen<FastRcnnLossProblem> hostile(rc::Gen<FastRcnnLossProblem> valid, DType dtype) {
+  return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<FastRcnnLossProblem, std::vector<Edit>> p) {
+    for (const Edit& e : p.second) {
+      auto& values = e.field % 2 ? p.first.class_logits : p.first.box_regression;
+      if (!values.empty()) values[e.element % values.size()] = e.value;
+    }
+    return p.first;
+  });
+}
+
 rc::Gen<BoxIouProblem> hostile(rc::Gen<BoxIouProblem> valid, DType dtype) {
   return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<BoxIouProblem, std::vector<Edit>> p) {
     for (const Edit& e : p.second) apply(e.element % 2 ? p.first.boxes1 : p.first.boxes2, e);

@@ -123,6 +123,8 @@ Registry default_registry(const kernels::KernelConfig& config);
 std::unique_ptr<OpHarness> make_nms_harness(std::vector<kernels::Target<NmsProblem>> targets);
 std::unique_ptr<OpHarness> make_batched_nms_harness(std::vector<kernels::Target<BatchedNmsProblem>> targets);
 std::unique_ptr<OpHarness> make_box_coder_harness(std::vector<kernels::Target<BoxCoderProblem>> targets);
+std::unique_ptr<OpHarness> make_regression_loss_harness(std::vector<kernels::Target<RegressionLossProblem>> targets);
+std::unique_ptr<OpHarness> make_fast_rcnn_loss_harness(std::vector<kernels::Target<FastRcnnLossProblem>> targets);
 std::unique_ptr<OpHarness> make_box_iou_harness(std::vector<kernels::Target<BoxIouProblem>> targets);
 std::unique_ptr<OpHarness> make_roi_align_harness(std::vector<kernels::Target<RoiAlignProblem>> targets);
 std::unique_ptr<OpHarness> make_roi_pool_harness(std::vector<kernels::Target<RoiPoolProblem>> targets);

@@ -40,6 +40,19 @@ std::vector<std::string> seed_texts() {
     coder.references = {{1, 1, 3, 3}};
     add("box_coder", to_json(coder));
   }
+  {
+    RegressionLossProblem loss;
+    loss.input = {0.5, NAN};
+    loss.target = {0, 1};
+    add("regression_loss", to_json(loss));
+    FastRcnnLossProblem head;
+    head.classes = 2;
+    head.class_logits = {1, -1};
+    head.labels = {1};
+    head.box_regression = std::vector<double>(8, 0.5);
+    head.regression_targets = {0, 0, 0, 0};
+    add("fast_rcnn_loss", to_json(head));
+  }
   add("batched_nms", to_json(BatchedNmsProblem{{{0, 0, 1, 1}, {0, 0, 2, 2}}, {0.9, 0.1}, {0, 3}, 0.5, DType::fp16, true, 1}));
   add("roi_align", to_json(RoiAlignProblem{{1, 2, 1, 2, {1, 2, 3, 4}}, {{0, 0, 0, 1, 1}}, 0.5, 2, 2, -1, true}));
   add("roi_pool", to_json(RoiPoolProblem{{1, 1, 2, 2, {1, 2, 3, 4}}, {{0, 0, 0, 1, 1}}, 1.0, 1, 1}));
@@ -53,6 +66,8 @@ void read_everything(const std::string& path) {
   if (file.op == "box_iou") box_iou_problem_from_json(file.input);
   if (file.op == "batched_nms") batched_nms_problem_from_json(file.input);
   if (file.op == "box_coder") box_coder_problem_from_json(file.input);
+  if (file.op == "regression_loss") regression_loss_problem_from_json(file.input);
+  if (file.op == "fast_rcnn_loss") fast_rcnn_loss_problem_from_json(file.input);
   if (file.op == "roi_align") roi_align_problem_from_json(file.input);
   if (file.op == "roi_pool") roi_pool_problem_from_json(file.input);
 }

@@ -1,0 +1,81 @@
+// Detection losses as users call them: torch.nn.functional smooth_l1_loss / l1_loss
+// (ATen 1.13, whatever dtype support it has), and torchvision 0.14.1
+// models/detection/roi_heads.py fastrcnn_loss written with the same ATen calls:
+//   classification_loss = F.cross_entropy(class_logits, labels)
+//   box_loss = F.smooth_l1_loss(box_regression[pos, labels_pos], regression_targets[pos],
+//                               beta=1/9, reduction="sum") / labels.numel()
+#include <ATen/core/Reduction.h>
+
+#include "kernels/tensor_convert.h"
+#include "kernels/target.h"
+
+namespace detfuzz::kernels {
+namespace {
+
+Availability cpu_or_cuda(Device device) {
+  if (device == Device::cuda && !at::hasCUDA())
+    return {false, "the LibTorch in use has no CUDA support (CPU-only build) or sees no GPU"};
+  return {};
+}
+
+std::int64_t reduction(RegressionLossProblem::Reduction r) {
+  switch (r) {
+    case RegressionLossProblem::Reduction::none: return at::Reduction::None;
+    case RegressionLossProblem::Reduction::sum: return at::Reduction::Sum;
+    case RegressionLossProblem::Reduction::mean: break;
+  }
+  return at::Reduction::Mean;
+}
+
+at::Tensor fastrcnn_box_loss(const at::Tensor& box_regression, const at::Tensor& labels,
+                             const at::Tensor& regression_targets) {
+  at::Tensor sampled_pos_inds_subset = at::where(labels > 0)[0];
+  at::Tensor labels_pos = labels.index_select(0, sampled_pos_inds_subset);
+  const std::int64_t n = box_regression.size(0);
+  at::Tensor per_class = box_regression.reshape({n, box_regression.size(-1) / 4, 4});
+  at::Tensor box_loss = at::smooth_l1_loss(per_class.index({sampled_pos_inds_subset, labels_pos}),
+                                           regression_targets.index_select(0, sampled_pos_inds_subset),
+                                           at::Reduction::Sum, 1.0 / 9);
+  return box_loss / labels.numel();
+}
+
+}  // namespace
+
+Target<RegressionLossProblem> aten_regression_loss_target() {
+  Target<RegressionLossProblem> target;
+  target.name = "torch";
+  target.description = "at::smooth_l1_loss / at::l1_loss of LibTorch (torch.nn.functional, PyTorch 1.13)";
+  target.availability = cpu_or_cuda;
+  target.run = [](const RegressionLossProblem& p, DType dtype, Device device) {
+    return translating_unsupported([&] {
+      at::Tensor input = values_tensor(p.input, dtype, device), target_values = values_tensor(p.target, dtype, device);
+      at::Tensor loss = p.loss == RegressionLossProblem::Loss::l1
+                            ? at::l1_loss(input, target_values, reduction(p.reduction))
+                            : at::smooth_l1_loss(input, target_values, reduction(p.reduction), p.beta);
+      return std::vector<HostTensor>{to_host(loss)};
+    });
+  };
+  return target;
+}
+
+Target<FastRcnnLossProblem> torchvision_fast_rcnn_loss_target() {
+  Target<FastRcnnLossProblem> target;
+  target.name = "torchvision";
+  target.description = "ATen port of torchvision 0.14.1 models/detection/roi_heads.py fastrcnn_loss";
+  target.availability = cpu_or_cuda;
+  target.run = [](const FastRcnnLossProblem& p, DType dtype, Device device) {
+    return translating_unsupported([&] {
+      const auto n = static_cast<std::int64_t>(p.labels.size());
+      at::Tensor logits = values_tensor(p.class_logits, dtype, device).reshape({n, p.classes});
+      at::Tensor labels =
+          values_tensor(std::vector<double>(p.labels.begin(), p.labels.end()), DType::int64, device);
+      at::Tensor regression = values_tensor(p.box_regression, dtype, device).reshape({n, 4 * p.classes});
+      at::Tensor targets = values_tensor(p.regression_targets, dtype, device).reshape({n, 4});
+      at::Tensor classification_loss = at::cross_entropy_loss(logits, labels);
+      return std::vector<HostTensor>{to_host(classification_loss), to_host(fastrcnn_box_loss(regression, labels, targets))};
+    });
+  };
+  return target;
+}
+
+}  // namespace detfuzz::kernels
