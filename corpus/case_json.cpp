@@ -372,6 +372,31 @@ FastRcnnLossProblem fast_rcnn_loss_problem_from_json(const nlohmann::json& json)
   return p;
 }
 
+nlohmann::json to_json(const MatcherProblem& p) {
+  return {{"ground_truths", p.ground_truths}, {"predictions", p.predictions}, {"quality", doubles_json(p.quality)},
+          {"high", json_double(p.high)},        {"low", json_double(p.low)},
+          {"allow_low_quality_matches", p.allow_low_quality_matches}};
+}
+
+MatcherProblem matcher_problem_from_json(const nlohmann::json& json) {
+  const std::string what = "matcher input";
+  MatcherProblem p;
+  p.ground_truths = integer_field(json, "ground_truths", what, 0, 1 << 16);
+  p.predictions = integer_field(json, "predictions", what, 0, 1 << 20);
+  const auto values = static_cast<std::size_t>(p.ground_truths) * static_cast<std::size_t>(p.predictions);
+  if (values > kMaxLossValues)
+    throw Error(ErrorKind::input, what + ": " + std::to_string(values) + " quality values exceed the " +
+                                      std::to_string(kMaxLossValues) + " a case may hold; use fewer predictions");
+  p.quality = doubles_from_json(json, "quality", what, values);
+  p.high = double_from_json(field(json, "high", what), what + ".high");
+  p.low = double_from_json(field(json, "low", what), what + ".low");
+  if (!(p.low <= p.high)) malformed(what + ".low", "a threshold <= high", field(json, "low", what));
+  const auto& allow = field(json, "allow_low_quality_matches", what);
+  if (!allow.is_boolean()) malformed(what + ".allow_low_quality_matches", "true or false", allow);
+  p.allow_low_quality_matches = allow.get<bool>();
+  return p;
+}
+
 nlohmann::json to_json(const RoiAlignProblem& p) {
   return {{"input", feature_map_json(p.input)},         {"rois", rois_json(p.rois)},
           {"spatial_scale", json_double(p.spatial_scale)}, {"pooled_height", p.pooled_height},

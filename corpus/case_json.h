@@ -23,6 +23,7 @@ nlohmann::json to_json(const BoxIouProblem& problem);
 nlohmann::json to_json(const BoxCoderProblem& problem);
 nlohmann::json to_json(const RegressionLossProblem& problem);
 nlohmann::json to_json(const FastRcnnLossProblem& problem);
+nlohmann::json to_json(const MatcherProblem& problem);
 nlohmann::json to_json(const RoiAlignProblem& problem);
 nlohmann::json to_json(const RoiPoolProblem& problem);
 
@@ -40,6 +41,7 @@ BoxIouProblem box_iou_problem_from_json(const nlohmann::json& json);
 BoxCoderProblem box_coder_problem_from_json(const nlohmann::json& json);
 RegressionLossProblem regression_loss_problem_from_json(const nlohmann::json& json);
 FastRcnnLossProblem fast_rcnn_loss_problem_from_json(const nlohmann::json& json);
+MatcherProblem matcher_problem_from_json(const nlohmann::json& json);
 RoiAlignProblem roi_align_problem_from_json(const nlohmann::json& json);
 RoiPoolProblem roi_pool_problem_from_json(const nlohmann::json& json);
 

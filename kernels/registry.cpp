@@ -12,6 +12,7 @@ Target<BoxIouProblem> aten_box_iou_target();
 Target<BoxCoderProblem> aten_box_coder_target();
 Target<RegressionLossProblem> aten_regression_loss_target();
 Target<FastRcnnLossProblem> torchvision_fast_rcnn_loss_target();
+Target<MatcherProblem> torchvision_matcher_target();
 std::vector<Target<BatchedNmsProblem>> aten_batched_nms_targets(const KernelConfig& config);
 Target<RoiAlignProblem> torchvision_roi_align_target(const KernelConfig& config);
 Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config);
@@ -39,6 +40,8 @@ std::vector<Target<RegressionLossProblem>> regression_loss_targets(const KernelC
 std::vector<Target<FastRcnnLossProblem>> fast_rcnn_loss_targets(const KernelConfig&) {
   return {torchvision_fast_rcnn_loss_target()};
 }
+
+std::vector<Target<MatcherProblem>> matcher_targets(const KernelConfig&) { return {torchvision_matcher_target()}; }
 
 std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config) {
   return {torchvision_roi_align_target(config)};

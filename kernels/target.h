@@ -53,6 +53,7 @@ std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig& config);
 std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig& config);
 std::vector<Target<RegressionLossProblem>> regression_loss_targets(const KernelConfig& config);
 std::vector<Target<FastRcnnLossProblem>> fast_rcnn_loss_targets(const KernelConfig& config);
+std::vector<Target<MatcherProblem>> matcher_targets(const KernelConfig& config);
 std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config);
 std::vector<Target<RoiPoolProblem>> roi_pool_targets(const KernelConfig& config);
 

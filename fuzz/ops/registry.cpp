@@ -16,6 +16,7 @@ Registry default_registry(const kernels::KernelConfig& config) {
   registry.ops.push_back(make_box_coder_harness(kernels::box_coder_targets(config)));
   registry.ops.push_back(make_regression_loss_harness(kernels::regression_loss_targets(config)));
   registry.ops.push_back(make_fast_rcnn_loss_harness(kernels::fast_rcnn_loss_targets(config)));
+  registry.ops.push_back(make_matcher_harness(kernels::matcher_targets(config)));
   registry.ops.push_back(make_roi_align_harness(kernels::roi_align_targets(config)));
   registry.ops.push_back(make_roi_pool_harness(kernels::roi_pool_targets(config)));
   return registry;

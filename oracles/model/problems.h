@@ -84,6 +84,17 @@ struct FastRcnnLossProblem {
   std::vector<double> regression_targets;         // [N x 4]
 };
 
+// Anchor matching (torchvision models/detection/_utils.py Matcher): for each of N
+// predictions the best of M ground truths by quality (IoU), -1 below `low`, -2 between
+// `low` and `high`, and with allow_low_quality_matches every prediction that is some
+// ground truth's best (ties included) keeps its match anyway.
+struct MatcherProblem {
+  std::int64_t ground_truths = 0, predictions = 0;
+  std::vector<double> quality;  // [M x N] row-major
+  double high = 0.7, low = 0.3;
+  bool allow_low_quality_matches = true;
+};
+
 struct BoxIouProblem {
   std::vector<Box> boxes1;
   std::vector<Box> boxes2;
