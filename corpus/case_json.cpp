@@ -311,15 +311,27 @@ std::size_t array_size(const nlohmann::json& json, const std::string& key, const
   return values.size();
 }
 
+const char* reduction_name(RegressionLossProblem::Reduction reduction) {
+  static const char* names[] = {"none", "sum", "mean"};
+  return names[static_cast<int>(reduction)];
+}
+
+RegressionLossProblem::Reduction reduction_from_json(const nlohmann::json& json, const std::string& what) {
+  const auto& reduction = field(json, "reduction", what);
+  if (reduction == "none") return RegressionLossProblem::Reduction::none;
+  if (reduction == "sum") return RegressionLossProblem::Reduction::sum;
+  if (reduction != "mean") malformed(what + ".reduction", "\"none\", \"sum\" or \"mean\"", reduction);
+  return RegressionLossProblem::Reduction::mean;
+}
+
 }  // namespace
 
 nlohmann::json to_json(const RegressionLossProblem& p) {
-  static const char* reductions[] = {"none", "sum", "mean"};
   return {{"loss", p.loss == RegressionLossProblem::Loss::l1 ? "l1" : "smooth_l1"},
           {"input", doubles_json(p.input)},
           {"target", doubles_json(p.target)},
           {"beta", json_double(p.beta)},
-          {"reduction", reductions[static_cast<int>(p.reduction)]}};
+          {"reduction", reduction_name(p.reduction)}};
 }
 
 RegressionLossProblem regression_loss_problem_from_json(const nlohmann::json& json) {
@@ -333,11 +345,7 @@ RegressionLossProblem regression_loss_problem_from_json(const nlohmann::json& js
   p.target = doubles_from_json(json, "target", what, n);
   p.beta = double_from_json(field(json, "beta", what), what + ".beta");
   if (!(p.beta >= 0)) malformed(what + ".beta", "a number >= 0", field(json, "beta", what));
-  const auto& reduction = field(json, "reduction", what);
-  if (reduction == "none") p.reduction = RegressionLossProblem::Reduction::none;
-  else if (reduction == "sum") p.reduction = RegressionLossProblem::Reduction::sum;
-  else if (reduction == "mean") p.reduction = RegressionLossProblem::Reduction::mean;
-  else malformed(what + ".reduction", "\"none\", \"sum\" or \"mean\"", reduction);
+  p.reduction = reduction_from_json(json, what);
   return p;
 }
 
@@ -394,6 +402,26 @@ MatcherProblem matcher_problem_from_json(const nlohmann::json& json) {
   const auto& allow = field(json, "allow_low_quality_matches", what);
   if (!allow.is_boolean()) malformed(what + ".allow_low_quality_matches", "true or false", allow);
   p.allow_low_quality_matches = allow.get<bool>();
+  return p;
+}
+
+nlohmann::json to_json(const GiouLossProblem& p) {
+  return {{"boxes1", boxes_json(p.boxes1)},
+          {"boxes2", boxes_json(p.boxes2)},
+          {"eps", json_double(p.eps)},
+          {"reduction", reduction_name(p.reduction)}};
+}
+
+GiouLossProblem giou_loss_problem_from_json(const nlohmann::json& json) {
+  const std::string what = "giou_loss input";
+  GiouLossProblem p;
+  p.boxes1 = boxes_from_json(field(json, "boxes1", what), what + ".boxes1");
+  p.boxes2 = boxes_from_json(field(json, "boxes2", what), what + ".boxes2");
+  if (p.boxes1.size() != p.boxes2.size())
+    throw Error(ErrorKind::input, what + ": " + std::to_string(p.boxes1.size()) + " boxes1 but " +
+                                      std::to_string(p.boxes2.size()) + " boxes2; the loss pairs them one to one");
+  p.eps = double_from_json(field(json, "eps", what), what + ".eps");
+  p.reduction = reduction_from_json(json, what);
   return p;
 }
 

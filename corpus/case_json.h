@@ -24,6 +24,7 @@ nlohmann::json to_json(const BoxCoderProblem& problem);
 nlohmann::json to_json(const RegressionLossProblem& problem);
 nlohmann::json to_json(const FastRcnnLossProblem& problem);
 nlohmann::json to_json(const MatcherProblem& problem);
+nlohmann::json to_json(const GiouLossProblem& problem);
 nlohmann::json to_json(const RoiAlignProblem& problem);
 nlohmann::json to_json(const RoiPoolProblem& problem);
 
@@ -42,6 +43,7 @@ BoxCoderProblem box_coder_problem_from_json(const nlohmann::json& json);
 RegressionLossProblem regression_loss_problem_from_json(const nlohmann::json& json);
 FastRcnnLossProblem fast_rcnn_loss_problem_from_json(const nlohmann::json& json);
 MatcherProblem matcher_problem_from_json(const nlohmann::json& json);
+GiouLossProblem giou_loss_problem_from_json(const nlohmann::json& json);
 RoiAlignProblem roi_align_problem_from_json(const nlohmann::json& json);
 RoiPoolProblem roi_pool_problem_from_json(const nlohmann::json& json);
 

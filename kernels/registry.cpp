@@ -13,6 +13,8 @@ Target<BoxCoderProblem> aten_box_coder_target();
 Target<RegressionLossProblem> aten_regression_loss_target();
 Target<FastRcnnLossProblem> torchvision_fast_rcnn_loss_target();
 Target<MatcherProblem> torchvision_matcher_target();
+Target<BoxIouProblem> torchvision_generalized_box_iou_target();
+Target<GiouLossProblem> torchvision_giou_loss_target();
 std::vector<Target<BatchedNmsProblem>> aten_batched_nms_targets(const KernelConfig& config);
 Target<RoiAlignProblem> torchvision_roi_align_target(const KernelConfig& config);
 Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config);
@@ -42,6 +44,12 @@ std::vector<Target<FastRcnnLossProblem>> fast_rcnn_loss_targets(const KernelConf
 }
 
 std::vector<Target<MatcherProblem>> matcher_targets(const KernelConfig&) { return {torchvision_matcher_target()}; }
+
+std::vector<Target<BoxIouProblem>> generalized_box_iou_targets(const KernelConfig&) {
+  return {torchvision_generalized_box_iou_target()};
+}
+
+std::vector<Target<GiouLossProblem>> giou_loss_targets(const KernelConfig&) { return {torchvision_giou_loss_target()}; }
 
 std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config) {
   return {torchvision_roi_align_target(config)};

@@ -54,6 +54,8 @@ std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig& confi
 std::vector<Target<RegressionLossProblem>> regression_loss_targets(const KernelConfig& config);
 std::vector<Target<FastRcnnLossProblem>> fast_rcnn_loss_targets(const KernelConfig& config);
 std::vector<Target<MatcherProblem>> matcher_targets(const KernelConfig& config);
+std::vector<Target<BoxIouProblem>> generalized_box_iou_targets(const KernelConfig& config);
+std::vector<Target<GiouLossProblem>> giou_loss_targets(const KernelConfig& config);
 std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config);
 std::vector<Target<RoiPoolProblem>> roi_pool_targets(const KernelConfig& config);
 

@@ -46,24 +46,15 @@ LossValue loss_value(const ErrorTracker& t, const Branching& b, bool undefined =
 // Sums terms (each with its branch slack), optionally divided by `divisor`.
 LossValue reduce(ErrorTracker& t, const std::vector<Branching>& terms, std::size_t divisor) {
   Branching total{t.input(0.0), {}, {}};
-  double magnitude = 0;
-  std::array<double, kFormats> propagated{};
+  std::vector<Tracked> values;
   for (const Branching& term : terms) {
-    total.value = t.add(total.value, term.value);
-    magnitude += std::fabs(term.value.value);
+    values.push_back(term.value);
     for (std::size_t f = 0; f < kFormats; ++f) {
       total.below[f] += term.below[f];
       total.above[f] += term.above[f];
-      propagated[f] += term.value.error[f];
     }
   }
-  // ATen sums in its own order (vectorized lanes, cascades): a partial sum that is exact in
-  // our order may round in theirs. Any order of n terms is within (n - 1) u sum |t_i|.
-  if (terms.size() > 2)
-    for (std::size_t f = 0; f < kFormats; ++f)
-      total.value.error[f] = std::max(total.value.error[f],
-                                      propagated[f] + static_cast<double>(terms.size() - 1) *
-                                                          float_format(kFloatDTypes[f]).unit_roundoff * magnitude);
+  total.value = t.reduction_sum(values);
   if (divisor == 0) {
     Branching undefined{t.input(std::numeric_limits<double>::quiet_NaN()), {}, {}};
     return loss_value(t, undefined, true);

@@ -132,6 +132,22 @@ Tracked ErrorTracker::transcendental(double value, bool exact,
   return result;
 }
 
+Tracked ErrorTracker::reduction_sum(const std::vector<Tracked>& terms) {
+  Tracked total = input(0.0);
+  double magnitude = 0;
+  std::array<double, kFormats> propagated{};
+  for (const Tracked& term : terms) {
+    total = add(total, term);
+    magnitude += std::fabs(term.value);
+    for (std::size_t f = 0; f < kFormats; ++f) propagated[f] += term.error[f];
+  }
+  if (terms.size() > 2)
+    for (std::size_t f = 0; f < kFormats; ++f)
+      total.error[f] = std::max(total.error[f], propagated[f] + static_cast<double>(terms.size() - 1) *
+                                                                    formats()[f]->unit_roundoff * magnitude);
+  return total;
+}
+
 Tracked ErrorTracker::exp(const Tracked& a) {
   const double e = std::exp(a.value);
   std::array<double, kFloatDTypes.size()> propagated{};

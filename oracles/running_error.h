@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstddef>
+#include <vector>
 
 #include "model/dtype.h"
 
@@ -58,6 +59,10 @@ class ErrorTracker {
   // exp and log as libraries compute them: not correctly rounded, so each counts
   // kTranscendentalUlps of its result on top of the propagated error; exact only for
   // exp(0) = 1 and log(1) = 0.
+  // The sum of `terms` as a reduction computes it: in an order of its own (vectorized
+  // lanes, cascades), so a partial sum exact in one order may round in another. Bound:
+  // the terms' errors plus (n - 1) u sum |t_i|, which holds for every order.
+  Tracked reduction_sum(const std::vector<Tracked>& terms);
   Tracked abs(const Tracked& a) {
     Tracked result = a;
     result.value = a.value < 0 ? -a.value : a.value;

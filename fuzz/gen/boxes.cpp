@@ -517,4 +517,24 @@ rc::Gen<BoxCoderProblem> box_coder_problem(const BoxGenOptions& options) {
   });
 }
 
+rc::Gen<GiouLossProblem> giou_loss_problem(const BoxGenOptions& options) {
+  auto focus = rc::gen::map(in_range(1, 100), [](int k) { return k / 100.0; });
+  return rc::gen::mapcat(focus, [options](double f) {
+    return rc::gen::map(rc::gen::tuple(box_set(options, f), box_set(options, f),
+                                       rc::gen::element(RegressionLossProblem::Reduction::none,
+                                                        RegressionLossProblem::Reduction::sum,
+                                                        RegressionLossProblem::Reduction::mean)),
+                        [](const std::tuple<std::vector<Box>, std::vector<Box>, RegressionLossProblem::Reduction>& t) {
+                          auto [first, second, reduction] = t;
+                          // Pairs: the second set cycled (or the first against itself).
+                          if (second.empty()) second = first;
+                          GiouLossProblem p;
+                          p.boxes1 = first;
+                          for (std::size_t i = 0; i < first.size(); ++i) p.boxes2.push_back(second[i % second.size()]);
+                          p.reduction = reduction;
+                          return p;
+                        });
+  });
+}
+
 }  // namespace detfuzz::gen

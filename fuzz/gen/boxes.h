@@ -52,6 +52,8 @@ const std::vector<int>& batched_nms_switch_counts();
 // box_coder: decode (deltas at, around and past the clip; weights (1,1,1,1) and
 // (10,10,5,5)) and encode (references shifted, scaled, of zero size).
 rc::Gen<BoxCoderProblem> box_coder_problem(const BoxGenOptions& options);
+// giou_loss: pairs from two box sets (degenerate ones included), every reduction.
+rc::Gen<GiouLossProblem> giou_loss_problem(const BoxGenOptions& options);
 
 Box round_box(DType dtype, const Box& box);
 

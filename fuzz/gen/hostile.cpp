@@ -116,6 +116,13 @@ rc::Gen<FastRcnnLossProblem> hostile(rc::Gen<FastRcnnLossProblem> valid, DType d
   });
 }
 
+rc::Gen<GiouLossProblem> hostile(rc::Gen<GiouLossProblem> valid, DType dtype) {
+  return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<GiouLossProblem, std::vector<Edit>> p) {
+    for (const Edit& e : p.second) apply(e.element % 2 ? p.first.boxes1 : p.first.boxes2, e);
+    return p.first;
+  });
+}
+
 rc::Gen<BoxIouProblem> hostile(rc::Gen<BoxIouProblem> valid, DType dtype) {
   return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<BoxIouProblem, std::vector<Edit>> p) {
     for (const Edit& e : p.second) apply(e.element % 2 ? p.first.boxes1 : p.first.boxes2, e);

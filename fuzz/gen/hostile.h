@@ -17,6 +17,7 @@ rc::Gen<BoxIouProblem> hostile(rc::Gen<BoxIouProblem> valid, DType dtype);
 rc::Gen<BoxCoderProblem> hostile(rc::Gen<BoxCoderProblem> valid, DType dtype);
 rc::Gen<RegressionLossProblem> hostile(rc::Gen<RegressionLossProblem> valid, DType dtype);
 rc::Gen<FastRcnnLossProblem> hostile(rc::Gen<FastRcnnLossProblem> valid, DType dtype);
+rc::Gen<GiouLossProblem> hostile(rc::Gen<GiouLossProblem> valid, DType dtype);
 rc::Gen<MatcherProblem> hostile(rc::Gen<MatcherProblem> valid, DType dtype);  // in gen/matcher.cpp
 rc::Gen<RoiAlignProblem> hostile(rc::Gen<RoiAlignProblem> valid, DType dtype);
 rc::Gen<RoiPoolProblem> hostile(rc::Gen<RoiPoolProblem> valid, DType dtype);

@@ -95,6 +95,14 @@ struct MatcherProblem {
   bool allow_low_quality_matches = true;
 };
 
+// GIoU loss between paired boxes (torchvision ops.generalized_box_iou_loss): boxes1[i]
+// against boxes2[i], with `eps` guarding both divisions, then the reduction.
+struct GiouLossProblem {
+  std::vector<Box> boxes1, boxes2;
+  double eps = 1e-7;
+  RegressionLossProblem::Reduction reduction = RegressionLossProblem::Reduction::none;
+};
+
 struct BoxIouProblem {
   std::vector<Box> boxes1;
   std::vector<Box> boxes2;

@@ -1,0 +1,61 @@
+// GIoU: the oracle on exact cases, the torchvision ports agreeing with it, and a loss
+// without eps caught on degenerate boxes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "corpus/case_json.h"
+#include "fuzz/ops/op_harness.h"
+#include "oracles/giou.h"
+
+namespace detfuzz::fuzz {
+namespace {
+
+TEST(GiouOracle, KnownValues) {
+  // Disjoint unit boxes two apart: IoU 0, enclosing 3 x 1, union 2: GIoU = -1/3.
+  const auto pairwise = oracles::generalized_box_iou({{{0, 0, 1, 1}}, {{2, 0, 3, 1}, {0, 0, 1, 1}}});
+  EXPECT_DOUBLE_EQ(pairwise[0].value, -1.0 / 3);
+  EXPECT_EQ(pairwise[1].value, 1.0);
+  EXPECT_EQ(pairwise[1].bound(DType::fp16), 0.0);
+  const auto loss = oracles::giou_loss({{{0, 0, 1, 1}, {0, 0, 0, 0}}, {{2, 0, 3, 1}, {0, 0, 0, 0}}, 1e-7,
+                                        RegressionLossProblem::Reduction::none});
+  EXPECT_NEAR(loss[0].value, 1 + 1.0 / 3, 1e-6);
+  EXPECT_EQ(loss[1].value, 1.0);  // two points: eps keeps 0 / 0 away, the loss is 1
+  EXPECT_FALSE(loss[1].undefined);
+  EXPECT_EQ(oracles::giou_loss({{}, {}, 1e-7, RegressionLossProblem::Reduction::mean})[0].value, 0.0);
+}
+
+// The faithful loss with eps = 0 in its divisions: what "GIoU loss without eps" computes.
+kernels::Target<GiouLossProblem> without_eps() {
+  const auto faithful = kernels::giou_loss_targets({}).front();
+  kernels::Target<GiouLossProblem> target = faithful;
+  target.name = "no_eps";
+  target.run = [faithful](GiouLossProblem p, DType dtype, Device device) {
+    p.eps = 0;
+    return faithful.run(p, dtype, device);
+  };
+  return target;
+}
+
+TEST(GiouLossOp, LossWithoutEpsIsCaughtOnDegenerateBoxes) {
+  auto op = make_giou_loss_harness({kernels::giou_loss_targets({}).front(), without_eps()});
+  const auto degenerate = corpus::to_json(GiouLossProblem{{{1, 1, 1, 1}}, {{1, 1, 1, 1}}, 1e-7,
+                                                          RegressionLossProblem::Reduction::none});
+  for (DType dtype : {DType::fp32, DType::fp64})
+    EXPECT_TRUE(op->judge_json(degenerate, "torchvision", dtype, Device::cpu).consistent());
+  const auto judgement = op->judge_json(degenerate, "no_eps", DType::fp32, Device::cpu);
+  ASSERT_EQ(judgement.verdicts.size(), 1u);
+  EXPECT_EQ(judgement.verdicts[0].kind, FindingKind::nan);
+}
+
+TEST(GeneralizedBoxIouOp, TorchvisionPortMatchesTheOracle) {
+  auto op = make_generalized_box_iou_harness(kernels::generalized_box_iou_targets({}));
+  const auto input = corpus::to_json(BoxIouProblem{{{0, 0, 1, 1}, {0.5, 0.25, 3, 2}}, {{2, 0, 3, 1}, {0, 0, 1, 1}}});
+  for (DType dtype : {DType::fp32, DType::fp64}) {
+    const auto judgement = op->judge_json(input, "torchvision", dtype, Device::cpu);
+    EXPECT_TRUE(judgement.consistent()) << judgement.verdicts[0].message;
+  }
+}
+
+}  // namespace
+}  // namespace detfuzz::fuzz
