@@ -1,5 +1,7 @@
 #include "tensor_convert.h"
 
+#include <ATen/Context.h>
+
 #include <string>
 
 #include "model/error.h"
@@ -35,6 +37,12 @@ std::string dtype_label(at::ScalarType type) {
 }
 
 }  // namespace
+
+Availability aten_availability(Device device) {
+  if (device == Device::cuda && !at::hasCUDA())
+    return {false, "the LibTorch in use has no CUDA support (CPU-only build) or sees no GPU"};
+  return {};
+}
 
 at::Tensor boxes_tensor(const std::vector<Box>& boxes, DType dtype, Device device) {
   std::vector<double> flat;

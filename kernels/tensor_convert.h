@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/dtype.h"
+#include "kernels/target.h"
 #include "model/problems.h"
 
 namespace detfuzz::kernels {
@@ -20,6 +21,9 @@ HostTensor to_host(const at::Tensor& tensor);
 // detfuzz::Error{unsupported}: a missing kernel is a property of the library, not a bug
 // the fuzzer found.
 void rethrow_if_unsupported(const std::exception& error);
+
+// Where an ATen port can run: the CPU, and CUDA when this LibTorch has it and sees a GPU.
+Availability aten_availability(Device device);
 
 template <class Body>
 auto translating_unsupported(Body&& body) -> decltype(body()) {

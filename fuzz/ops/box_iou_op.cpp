@@ -120,14 +120,7 @@ std::unique_ptr<OpHarness> make_box_iou_harness(std::vector<BoxIouTarget> target
   definition.to_json = [](const BoxIouProblem& p) { return corpus::to_json(p); };
   definition.from_json = corpus::box_iou_problem_from_json;
   definition.size = [](const BoxIouProblem& p) { return p.boxes1.size() + p.boxes2.size(); };
-  definition.smaller = [](const BoxIouProblem& p, DType dtype) {
-    std::vector<BoxIouProblem> smaller;
-    for (auto range : removal_ranges(p.boxes1.size())) smaller.push_back({without(p.boxes1, range), p.boxes2});
-    for (auto range : removal_ranges(p.boxes2.size())) smaller.push_back({p.boxes1, without(p.boxes2, range)});
-    for (auto& boxes : simpler_boxes(p.boxes1, dtype)) smaller.push_back({boxes, p.boxes2});
-    for (auto& boxes : simpler_boxes(p.boxes2, dtype)) smaller.push_back({p.boxes1, boxes});
-    return smaller;
-  };
+  definition.smaller = smaller_box_pairs;
   definition.oracle_json = [](const BoxIouProblem& p, DType dtype) {
     nlohmann::json values = nlohmann::json::array(), tolerance = nlohmann::json::array();
     for (const auto& e : expected_values(p, dtype)) {

@@ -89,4 +89,13 @@ std::vector<std::vector<Box>> simpler_boxes(const std::vector<Box>& boxes, DType
   return candidates;
 }
 
+std::vector<BoxIouProblem> smaller_box_pairs(const BoxIouProblem& p, DType dtype) {
+  std::vector<BoxIouProblem> smaller;
+  for (auto range : removal_ranges(p.boxes1.size())) smaller.push_back({without(p.boxes1, range), p.boxes2});
+  for (auto range : removal_ranges(p.boxes2.size())) smaller.push_back({p.boxes1, without(p.boxes2, range)});
+  for (auto& boxes : simpler_boxes(p.boxes1, dtype)) smaller.push_back({boxes, p.boxes2});
+  for (auto& boxes : simpler_boxes(p.boxes2, dtype)) smaller.push_back({p.boxes1, boxes});
+  return smaller;
+}
+
 }  // namespace detfuzz::fuzz

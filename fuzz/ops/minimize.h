@@ -36,4 +36,8 @@ std::vector<double> simpler_values(double value, DType dtype);
 // list moved so its smallest coordinates are 0.
 std::vector<std::vector<Box>> simpler_boxes(const std::vector<Box>& boxes, DType dtype);
 
+// Smaller two-set problems (box_iou, generalized_box_iou): deletions from either set, then
+// plainer boxes in either.
+std::vector<BoxIouProblem> smaller_box_pairs(const BoxIouProblem& problem, DType dtype);
+
 }  // namespace detfuzz::fuzz

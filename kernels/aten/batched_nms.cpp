@@ -4,7 +4,8 @@
 //   > 4,000 on CPU (20,000 on CUDA) from _batched_nms_coordinate_trick (offsets computed
 //   in the box dtype) to _batched_nms_vanilla (one nms per class, torch.unique order);
 // - mmcv 1.7 mmcv/ops/nms.py batched_nms: offsets below split_thr (10,000 boxes), a
-//   per-class loop at or above it that writes the kept scores into
+//   per-class loop at or above it (over torch.unique(idxs) even when class_agnostic) that
+//   writes the kept scores into
 //   `scores.new_zeros(scores.size())`, a buffer in the *scores'* dtype; class_agnostic and
 //   max_num. mmcv's own nms kernels compute IoU in fp32 and only sort by the scores; that
 //   is emulated by running torchvision::nms on both promoted to their common dtype.
@@ -91,8 +92,8 @@ std::vector<at::Tensor> mmcv_batched_nms(at::Tensor boxes, at::Tensor scores, co
     at::Tensor classes = std::get<0>(at::_unique(idxs));
     for (std::int64_t c = 0; c < classes.numel(); ++c) {
       at::Tensor mask = (idxs == classes[c]).nonzero().view(-1);
-      auto [dets, kept] = mmcv_nms(boxes_for_nms.index_select(0, mask), scores.index_select(0, mask), iou_threshold,
-                                   max_num);
+      // max_num was popped from nms_cfg_ before this loop: the per-class nms does not cut.
+      auto [dets, kept] = mmcv_nms(boxes_for_nms.index_select(0, mask), scores.index_select(0, mask), iou_threshold, -1);
       total_mask.index_put_({mask.index_select(0, kept)}, true);
       scores_after_nms.index_put_({mask.index_select(0, kept)}, dets.select(1, 4));
     }

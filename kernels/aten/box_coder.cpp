@@ -57,11 +57,7 @@ Target<BoxCoderProblem> aten_box_coder_target() {
   Target<BoxCoderProblem> target;
   target.name = "torchvision";
   target.description = "ATen port of torchvision 0.14.1 models/detection/_utils.py BoxCoder (encode_single, decode_single)";
-  target.availability = [](Device device) -> Availability {
-    if (device == Device::cuda && !at::hasCUDA())
-      return {false, "the LibTorch in use has no CUDA support (CPU-only build) or sees no GPU"};
-    return {};
-  };
+  target.availability = aten_availability;
   target.run = [](const BoxCoderProblem& p, DType dtype, Device device) {
     return translating_unsupported([&] {
       at::Tensor boxes = boxes_tensor(p.boxes, dtype, device);

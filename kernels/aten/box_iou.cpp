@@ -35,11 +35,7 @@ Target<BoxIouProblem> aten_box_iou_target() {
   Target<BoxIouProblem> target;
   target.name = "aten";
   target.description = "ATen port of torchvision 0.14.1 ops.box_iou (with its _upcast)";
-  target.availability = [](Device device) -> Availability {
-    if (device == Device::cuda && !at::hasCUDA())
-      return {false, "the LibTorch in use has no CUDA support (CPU-only build) or sees no GPU"};
-    return {};
-  };
+  target.availability = aten_availability;
   target.run = [](const BoxIouProblem& problem, DType dtype, Device device) {
     return translating_unsupported([&] {
       at::Tensor iou = box_iou(boxes_tensor(problem.boxes1, dtype, device),

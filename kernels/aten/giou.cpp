@@ -51,19 +51,13 @@ at::Tensor giou_loss(const at::Tensor& boxes1, const at::Tensor& boxes2, double 
   return loss;
 }
 
-Availability cpu_or_cuda(Device device) {
-  if (device == Device::cuda && !at::hasCUDA())
-    return {false, "the LibTorch in use has no CUDA support (CPU-only build) or sees no GPU"};
-  return {};
-}
-
 }  // namespace
 
 Target<BoxIouProblem> torchvision_generalized_box_iou_target() {
   Target<BoxIouProblem> target;
   target.name = "torchvision";
   target.description = "ATen port of torchvision 0.14.1 ops.generalized_box_iou (with its _upcast)";
-  target.availability = cpu_or_cuda;
+  target.availability = aten_availability;
   target.run = [](const BoxIouProblem& p, DType dtype, Device device) {
     return translating_unsupported([&] {
       return std::vector<HostTensor>{
@@ -77,7 +71,7 @@ Target<GiouLossProblem> torchvision_giou_loss_target() {
   Target<GiouLossProblem> target;
   target.name = "torchvision";
   target.description = "ATen port of torchvision 0.14.1 ops.generalized_box_iou_loss (eps in both divisions)";
-  target.availability = cpu_or_cuda;
+  target.availability = aten_availability;
   target.run = [](const GiouLossProblem& p, DType dtype, Device device) {
     return translating_unsupported([&] {
       return std::vector<HostTensor>{

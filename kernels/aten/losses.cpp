@@ -12,12 +12,6 @@
 namespace detfuzz::kernels {
 namespace {
 
-Availability cpu_or_cuda(Device device) {
-  if (device == Device::cuda && !at::hasCUDA())
-    return {false, "the LibTorch in use has no CUDA support (CPU-only build) or sees no GPU"};
-  return {};
-}
-
 std::int64_t reduction(RegressionLossProblem::Reduction r) {
   switch (r) {
     case RegressionLossProblem::Reduction::none: return at::Reduction::None;
@@ -45,7 +39,7 @@ Target<RegressionLossProblem> aten_regression_loss_target() {
   Target<RegressionLossProblem> target;
   target.name = "torch";
   target.description = "at::smooth_l1_loss / at::l1_loss of LibTorch (torch.nn.functional, PyTorch 1.13)";
-  target.availability = cpu_or_cuda;
+  target.availability = aten_availability;
   target.run = [](const RegressionLossProblem& p, DType dtype, Device device) {
     return translating_unsupported([&] {
       at::Tensor input = values_tensor(p.input, dtype, device), target_values = values_tensor(p.target, dtype, device);
@@ -62,7 +56,7 @@ Target<FastRcnnLossProblem> torchvision_fast_rcnn_loss_target() {
   Target<FastRcnnLossProblem> target;
   target.name = "torchvision";
   target.description = "ATen port of torchvision 0.14.1 models/detection/roi_heads.py fastrcnn_loss";
-  target.availability = cpu_or_cuda;
+  target.availability = aten_availability;
   target.run = [](const FastRcnnLossProblem& p, DType dtype, Device device) {
     return translating_unsupported([&] {
       const auto n = static_cast<std::int64_t>(p.labels.size());

@@ -33,11 +33,7 @@ Target<MatcherProblem> torchvision_matcher_target() {
   Target<MatcherProblem> target;
   target.name = "torchvision";
   target.description = "ATen port of torchvision 0.14.1 models/detection/_utils.py Matcher";
-  target.availability = [](Device device) -> Availability {
-    if (device == Device::cuda && !at::hasCUDA())
-      return {false, "the LibTorch in use has no CUDA support (CPU-only build) or sees no GPU"};
-    return {};
-  };
+  target.availability = aten_availability;
   target.run = [](const MatcherProblem& p, DType dtype, Device device) {
     return translating_unsupported([&] {
       at::Tensor quality = values_tensor(p.quality, dtype, device).reshape({p.ground_truths, p.predictions});
