@@ -180,6 +180,12 @@ nlohmann::json to_json(const NmsProblem& problem) {
           {"iou_threshold", json_double(problem.iou_threshold)}};
 }
 
+nlohmann::json to_json(const BoxAreaProblem& problem) { return {{"boxes", boxes_json(problem.boxes)}}; }
+
+BoxAreaProblem box_area_problem_from_json(const nlohmann::json& json) {
+  return {boxes_from_json(field(json, "boxes", "box_area input"), "box_area input.boxes")};
+}
+
 nlohmann::json to_json(const BoxIouProblem& problem) {
   return {{"boxes1", boxes_json(problem.boxes1)}, {"boxes2", boxes_json(problem.boxes2)}};
 }

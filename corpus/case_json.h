@@ -20,6 +20,7 @@ double double_from_json(const nlohmann::json& value, const std::string& what);
 nlohmann::json to_json(const NmsProblem& problem);
 nlohmann::json to_json(const BatchedNmsProblem& problem);
 nlohmann::json to_json(const BoxIouProblem& problem);
+nlohmann::json to_json(const BoxAreaProblem& problem);
 nlohmann::json to_json(const BoxCoderProblem& problem);
 nlohmann::json to_json(const RegressionLossProblem& problem);
 nlohmann::json to_json(const FastRcnnLossProblem& problem);
@@ -39,6 +40,7 @@ inline constexpr std::int64_t kMaxClassId = 1 << 20;  // batched_nms class ids
 NmsProblem nms_problem_from_json(const nlohmann::json& json);
 BatchedNmsProblem batched_nms_problem_from_json(const nlohmann::json& json);
 BoxIouProblem box_iou_problem_from_json(const nlohmann::json& json);
+BoxAreaProblem box_area_problem_from_json(const nlohmann::json& json);
 BoxCoderProblem box_coder_problem_from_json(const nlohmann::json& json);
 RegressionLossProblem regression_loss_problem_from_json(const nlohmann::json& json);
 FastRcnnLossProblem fast_rcnn_loss_problem_from_json(const nlohmann::json& json);

@@ -9,6 +9,7 @@ namespace detfuzz::kernels {
 // Defined beside each op's adapter (one op = one stem per folder).
 Target<NmsProblem> torchvision_nms_target(const KernelConfig& config);
 Target<BoxIouProblem> aten_box_iou_target();
+Target<BoxAreaProblem> aten_box_area_target();
 Target<BoxCoderProblem> aten_box_coder_target();
 Target<RegressionLossProblem> aten_regression_loss_target();
 Target<FastRcnnLossProblem> torchvision_fast_rcnn_loss_target();
@@ -32,6 +33,8 @@ std::vector<Target<BatchedNmsProblem>> batched_nms_targets(const KernelConfig& c
 std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig&) {
   return {aten_box_iou_target()};
 }
+
+std::vector<Target<BoxAreaProblem>> box_area_targets(const KernelConfig&) { return {aten_box_area_target()}; }
 
 std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig&) { return {aten_box_coder_target()}; }
 

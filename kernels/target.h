@@ -50,6 +50,7 @@ const LibraryStatus& load_torchvision(const KernelConfig& config);
 std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config);
 std::vector<Target<BatchedNmsProblem>> batched_nms_targets(const KernelConfig& config);
 std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig& config);
+std::vector<Target<BoxAreaProblem>> box_area_targets(const KernelConfig& config);
 std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig& config);
 std::vector<Target<RegressionLossProblem>> regression_loss_targets(const KernelConfig& config);
 std::vector<Target<FastRcnnLossProblem>> fast_rcnn_loss_targets(const KernelConfig& config);

@@ -53,6 +53,15 @@ IouTerms iou_terms(const Box& a, const Box& b, BoxConvention convention) {
   return terms;
 }
 
+std::vector<OracleValue> box_area(const std::vector<Box>& boxes) {
+  std::vector<OracleValue> areas;
+  for (const Box& b : boxes) {
+    ErrorTracker t;
+    areas.push_back(t.result(t.mul(t.sub(t.input(b.x2), t.input(b.x1)), t.sub(t.input(b.y2), t.input(b.y1)))));
+  }
+  return areas;
+}
+
 bool disjoint(const Box& a, const Box& b) {
   return std::min(a.x2, b.x2) <= std::max(a.x1, b.x1) ||
          std::min(a.y2, b.y2) <= std::max(a.y1, b.y1);

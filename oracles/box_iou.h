@@ -11,6 +11,7 @@
 
 #include "model/dtype.h"
 #include "model/problems.h"
+#include "running_error.h"
 
 namespace detfuzz::oracles {
 
@@ -35,6 +36,9 @@ inline constexpr double kIouBoundSafety = 2.0;
 
 IouTerms iou_terms(const Box& a, const Box& b,
                    BoxConvention convention = BoxConvention::continuous);
+
+// (x2 - x1) * (y2 - y1) per box, with its error bound per format (box_area).
+std::vector<OracleValue> box_area(const std::vector<Box>& boxes);
 
 // Continuous convention: true when the boxes' intersection is empty or a line, so their
 // IoU is exactly 0 (or undefined) in every format. A cheap pre-check for quadratic loops.

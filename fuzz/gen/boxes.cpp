@@ -339,6 +339,10 @@ rc::Gen<NmsProblem> nms_problem(const BoxGenOptions& options) {
   });
 }
 
+rc::Gen<BoxAreaProblem> box_area_problem(const BoxGenOptions& options) {
+  return rc::gen::map(box_set(options, 0.5), [](std::vector<Box> boxes) { return BoxAreaProblem{std::move(boxes)}; });
+}
+
 rc::Gen<BoxIouProblem> box_iou_problem(const BoxGenOptions& requested) {
   // Each side at most 4,096 boxes: a 4,096 x 4,096 matrix is the IoUs a case may hold.
   BoxGenOptions options = requested;

@@ -45,6 +45,7 @@ rc::Gen<double> iou_threshold();
 
 rc::Gen<NmsProblem> nms_problem(const BoxGenOptions& options);
 rc::Gen<BoxIouProblem> box_iou_problem(const BoxGenOptions& options);
+rc::Gen<BoxAreaProblem> box_area_problem(const BoxGenOptions& options);
 // batched_nms: ordinary sets plus sets of exactly the strategy-switch counts (below), class
 // ids 1..1,000, negative coordinates, scores in another dtype (autocast), mmcv's options.
 rc::Gen<BatchedNmsProblem> batched_nms_problem(const BoxGenOptions& options);

@@ -123,6 +123,13 @@ rc::Gen<GiouLossProblem> hostile(rc::Gen<GiouLossProblem> valid, DType dtype) {
   });
 }
 
+rc::Gen<BoxAreaProblem> hostile(rc::Gen<BoxAreaProblem> valid, DType dtype) {
+  return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<BoxAreaProblem, std::vector<Edit>> p) {
+    for (const Edit& e : p.second) apply(p.first.boxes, e);
+    return p.first;
+  });
+}
+
 rc::Gen<BoxIouProblem> hostile(rc::Gen<BoxIouProblem> valid, DType dtype) {
   return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<BoxIouProblem, std::vector<Edit>> p) {
     for (const Edit& e : p.second) apply(e.element % 2 ? p.first.boxes1 : p.first.boxes2, e);

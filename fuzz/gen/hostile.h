@@ -14,6 +14,7 @@ namespace detfuzz::gen {
 rc::Gen<NmsProblem> hostile(rc::Gen<NmsProblem> valid, DType dtype);
 rc::Gen<BatchedNmsProblem> hostile(rc::Gen<BatchedNmsProblem> valid, DType dtype);
 rc::Gen<BoxIouProblem> hostile(rc::Gen<BoxIouProblem> valid, DType dtype);
+rc::Gen<BoxAreaProblem> hostile(rc::Gen<BoxAreaProblem> valid, DType dtype);
 rc::Gen<BoxCoderProblem> hostile(rc::Gen<BoxCoderProblem> valid, DType dtype);
 rc::Gen<RegressionLossProblem> hostile(rc::Gen<RegressionLossProblem> valid, DType dtype);
 rc::Gen<FastRcnnLossProblem> hostile(rc::Gen<FastRcnnLossProblem> valid, DType dtype);

@@ -108,7 +108,64 @@ compare::Judgement judge(const BoxIouProblem& problem, const BoxIouTarget& targe
   return judgement;
 }
 
+std::vector<compare::ExpectedValue> area_expected(const BoxAreaProblem& p, DType dtype) {
+  const DType strict = accumulate_type(dtype);
+  const auto areas = oracles::box_area(p.boxes);
+  std::vector<compare::ExpectedValue> out;
+  for (std::size_t i = 0; i < areas.size(); ++i)
+    out.push_back(compare::ExpectedValue::point(areas[i].value, areas[i].bound(strict) + areas[i].bound(DType::fp64),
+                                                areas[i].bound(dtype) + areas[i].bound(DType::fp64),
+                                                areas[i].range_ok(strict), gen::hostile_box(p.boxes[i])));
+  return out;
+}
+
+compare::Judgement judge_area(const BoxAreaProblem& p, const kernels::Target<BoxAreaProblem>& target, DType dtype,
+                              Device device) {
+  auto run = run_target(target, p, dtype, device, std::any_of(p.boxes.begin(), p.boxes.end(), gen::hostile_box));
+  if (auto* judgement = std::get_if<compare::Judgement>(&run)) return *judgement;
+  const HostTensor& area = std::get<std::vector<HostTensor>>(run).front();
+  // torchvision's contract: _upcast turns fp16/bf16 areas into fp32.
+  compare::Judgement judgement = compare::compare_continuous(
+      area, area_expected(p, dtype),
+      {"area", {static_cast<std::int64_t>(p.boxes.size())}, std::string(dtype_name(accumulate_type(dtype))), device}, dtype);
+  judgement.outputs = {area};
+  return judgement;
+}
+
 }  // namespace
+
+std::unique_ptr<OpHarness> make_box_area_harness(std::vector<kernels::Target<BoxAreaProblem>> targets) {
+  OpDefinition<BoxAreaProblem> definition;
+  definition.name = "box_area";
+  definition.description = "areas of a box set (torchvision.ops.box_area contract, fp32 for fp16/bf16)";
+  definition.targets = std::move(targets);
+  definition.generator = gen::box_area_problem;
+  definition.judge = judge_area;
+  definition.to_json = [](const BoxAreaProblem& p) { return corpus::to_json(p); };
+  definition.from_json = corpus::box_area_problem_from_json;
+  definition.size = [](const BoxAreaProblem& p) { return p.boxes.size(); };
+  definition.smaller = [](const BoxAreaProblem& p, DType dtype) {
+    std::vector<BoxAreaProblem> smaller;
+    for (auto range : removal_ranges(p.boxes.size())) smaller.push_back({without(p.boxes, range)});
+    for (auto& boxes : simpler_boxes(p.boxes, dtype)) smaller.push_back({boxes});
+    return smaller;
+  };
+  definition.oracle_json = [](const BoxAreaProblem& p, DType dtype) {
+    nlohmann::json values = nlohmann::json::array();
+    for (const auto& e : area_expected(p, dtype)) values.push_back(corpus::json_double(e.value));
+    return nlohmann::json{{"area", values}};
+  };
+  definition.side_by_side = [](const BoxAreaProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
+    std::vector<double> oracle, tolerance;
+    for (const auto& e : area_expected(p, dtype)) {
+      oracle.push_back(e.value);
+      tolerance.push_back(e.undefined ? INFINITY : e.strict.bound + half_ulp(accumulate_type(dtype), e.value));
+    }
+    return element_table(outputs.front().shape, outputs.front().values, oracle, tolerance);
+  };
+  definition.probe = {{{0, 0, 2, 3}}};
+  return std::make_unique<TypedOpHarness<BoxAreaProblem>>(std::move(definition));
+}
 
 std::unique_ptr<OpHarness> make_box_iou_harness(std::vector<BoxIouTarget> targets) {
   OpDefinition<BoxIouProblem> definition;

@@ -128,6 +128,7 @@ std::unique_ptr<OpHarness> make_fast_rcnn_loss_harness(std::vector<kernels::Targ
 std::unique_ptr<OpHarness> make_matcher_harness(std::vector<kernels::Target<MatcherProblem>> targets);
 std::unique_ptr<OpHarness> make_generalized_box_iou_harness(std::vector<kernels::Target<BoxIouProblem>> targets);
 std::unique_ptr<OpHarness> make_giou_loss_harness(std::vector<kernels::Target<GiouLossProblem>> targets);
+std::unique_ptr<OpHarness> make_box_area_harness(std::vector<kernels::Target<BoxAreaProblem>> targets);
 std::unique_ptr<OpHarness> make_box_iou_harness(std::vector<kernels::Target<BoxIouProblem>> targets);
 std::unique_ptr<OpHarness> make_roi_align_harness(std::vector<kernels::Target<RoiAlignProblem>> targets);
 std::unique_ptr<OpHarness> make_roi_pool_harness(std::vector<kernels::Target<RoiPoolProblem>> targets);

@@ -13,6 +13,7 @@ Registry default_registry(const kernels::KernelConfig& config) {
   registry.ops.push_back(make_nms_harness(kernels::nms_targets(config)));
   registry.ops.push_back(make_batched_nms_harness(kernels::batched_nms_targets(config)));
   registry.ops.push_back(make_box_iou_harness(kernels::box_iou_targets(config)));
+  registry.ops.push_back(make_box_area_harness(kernels::box_area_targets(config)));
   registry.ops.push_back(make_generalized_box_iou_harness(kernels::generalized_box_iou_targets(config)));
   registry.ops.push_back(make_giou_loss_harness(kernels::giou_loss_targets(config)));
   registry.ops.push_back(make_box_coder_harness(kernels::box_coder_targets(config)));

@@ -46,4 +46,16 @@ Target<BoxIouProblem> aten_box_iou_target() {
   return target;
 }
 
+Target<BoxAreaProblem> aten_box_area_target() {
+  Target<BoxAreaProblem> target;
+  target.name = "aten";
+  target.description = "ATen port of torchvision 0.14.1 ops.box_area (with its _upcast)";
+  target.availability = aten_availability;
+  target.run = [](const BoxAreaProblem& problem, DType dtype, Device device) {
+    return translating_unsupported(
+        [&] { return std::vector<HostTensor>{to_host(box_area(boxes_tensor(problem.boxes, dtype, device)))}; });
+  };
+  return target;
+}
+
 }  // namespace detfuzz::kernels

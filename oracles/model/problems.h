@@ -103,6 +103,11 @@ struct GiouLossProblem {
   RegressionLossProblem::Reduction reduction = RegressionLossProblem::Reduction::none;
 };
 
+// Areas of a box set (torchvision ops.box_area).
+struct BoxAreaProblem {
+  std::vector<Box> boxes;
+};
+
 struct BoxIouProblem {
   std::vector<Box> boxes1;
   std::vector<Box> boxes2;

@@ -148,7 +148,7 @@ TEST_F(Cli, HelpAndListTellTheTruth) {
   nlohmann::json json = nlohmann::json::parse(list.output);
   std::vector<std::string> ops;
   for (const auto& op : json["ops"]) ops.push_back(op["name"]);
-  EXPECT_EQ(ops, (std::vector<std::string>{"nms", "batched_nms", "box_iou", "generalized_box_iou", "giou_loss",
+  EXPECT_EQ(ops, (std::vector<std::string>{"nms", "batched_nms", "box_iou", "box_area", "generalized_box_iou", "giou_loss",
                                            "box_coder", "regression_loss",
                                            "fast_rcnn_loss", "matcher", "roi_align", "roi_pool"}));
   EXPECT_NE(json["ops"][0]["targets"][0]["devices"]["cpu"]["dtypes"]["fp16"].get<std::string>().find("Half"),

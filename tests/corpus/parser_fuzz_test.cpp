@@ -54,6 +54,7 @@ std::vector<std::string> seed_texts() {
     add("fast_rcnn_loss", to_json(head));
   }
   add("giou_loss", to_json(GiouLossProblem{{{0, 0, 1, 1}}, {{0, 0, 0, NAN}}, 1e-7, RegressionLossProblem::Reduction::mean}));
+  add("box_area", to_json(BoxAreaProblem{{{0, 0, 1, 1}, {0, 0, 2, NAN}}}));
   add("matcher", to_json(MatcherProblem{2, 2, {0.7, 0.3, NAN, 0.5}, 0.7, 0.3, true}));
   add("batched_nms", to_json(BatchedNmsProblem{{{0, 0, 1, 1}, {0, 0, 2, 2}}, {0.9, 0.1}, {0, 3}, 0.5, DType::fp16, true, 1}));
   add("roi_align", to_json(RoiAlignProblem{{1, 2, 1, 2, {1, 2, 3, 4}}, {{0, 0, 0, 1, 1}}, 0.5, 2, 2, -1, true}));
@@ -71,6 +72,7 @@ void read_everything(const std::string& path) {
   if (file.op == "regression_loss") regression_loss_problem_from_json(file.input);
   if (file.op == "fast_rcnn_loss") fast_rcnn_loss_problem_from_json(file.input);
   if (file.op == "matcher") matcher_problem_from_json(file.input);
+  if (file.op == "box_area") box_area_problem_from_json(file.input);
   if (file.op == "giou_loss") giou_loss_problem_from_json(file.input);
   if (file.op == "roi_align") roi_align_problem_from_json(file.input);
   if (file.op == "roi_pool") roi_pool_problem_from_json(file.input);

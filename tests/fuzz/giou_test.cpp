@@ -57,5 +57,30 @@ TEST(GeneralizedBoxIouOp, TorchvisionPortMatchesTheOracle) {
   }
 }
 
+// box_area computed in the boxes' dtype, without torchvision's _upcast.
+kernels::Target<BoxAreaProblem> area_in_box_dtype() {
+  kernels::Target<BoxAreaProblem> target;
+  target.name = "no_upcast";
+  target.availability = [](Device) { return kernels::Availability{}; };
+  target.run = [](const BoxAreaProblem& p, DType dtype, Device) {
+    HostTensor areas{{static_cast<std::int64_t>(p.boxes.size())}, std::string(dtype_name(accumulate_type(dtype))), "cpu", {}};
+    for (const Box& b : p.boxes)
+      areas.values.push_back(round_to(dtype, round_to(dtype, b.x2 - b.x1) * round_to(dtype, b.y2 - b.y1)));
+    return std::vector<HostTensor>{areas};
+  };
+  return target;
+}
+
+TEST(BoxAreaOp, UpcastAreasStayFiniteAndFp16AreasOverflow) {
+  auto op = make_box_area_harness({kernels::box_area_targets({}).front(), area_in_box_dtype()});
+  const auto large = corpus::to_json(BoxAreaProblem{{{0, 0, 300, 300}, {0, 0, 2, 0.5}}});  // 90,000 > fp16's max
+  const auto faithful = op->judge_json(large, "aten", DType::fp16, Device::cpu);
+  EXPECT_TRUE(faithful.consistent()) << faithful.verdicts[0].message;
+  EXPECT_EQ(faithful.outputs.at(0).dtype, "fp32");
+  const auto judgement = op->judge_json(large, "no_upcast", DType::fp16, Device::cpu);
+  ASSERT_EQ(judgement.verdicts.size(), 1u);
+  EXPECT_EQ(judgement.verdicts[0].kind, FindingKind::nan);
+}
+
 }  // namespace
 }  // namespace detfuzz::fuzz
