@@ -19,13 +19,14 @@ const std::array<const FloatFormat*, kFormats>& formats() {
   return table;
 }
 
-// Knuth's TwoSum: the exact rounding error of s = fl(a + b).
-double two_sum_residual(double a, double b, double s) {
-  double bb = s - a;
+}  // namespace
+
+double sum_rounding_error(double a, double b) {
+  const double s = a + b, bb = s - a;
   return (a - (s - bb)) + (b - bb);
 }
 
-}  // namespace
+double product_rounding_error(double a, double b) { return std::fma(a, b, -(a * b)); }
 
 std::size_t format_index(DType dtype) {
   for (std::size_t i = 0; i < kFloatDTypes.size(); ++i)
@@ -94,7 +95,7 @@ Tracked ErrorTracker::add(const Tracked& a, const Tracked& b) {
   double s = a.value + b.value;
   std::array<double, kFloatDTypes.size()> propagated{};
   for (std::size_t f = 0; f < propagated.size(); ++f) propagated[f] = a.error[f] + b.error[f];
-  return rounded(s, two_sum_residual(a.value, b.value, s), propagated);
+  return rounded(s, sum_rounding_error(a.value, b.value), propagated);
 }
 
 Tracked ErrorTracker::sub(const Tracked& a, const Tracked& b) {

@@ -22,6 +22,11 @@ namespace detfuzz::oracles {
 // result once more: 2 ulps covers all of them.
 inline constexpr double kTranscendentalUlps = 2.0;
 
+// The exact rounding error of fl(a + b) (Knuth's TwoSum) and of fl(a * b) (by FMA): zero
+// when the double operation was exact.
+double sum_rounding_error(double a, double b);
+double product_rounding_error(double a, double b);
+
 // Index into per-format arrays, in kFloatDTypes order.
 std::size_t format_index(DType dtype);
 

@@ -113,4 +113,17 @@ Judgement compare_continuous(const HostTensor& output, const std::vector<Expecte
   return judgement;
 }
 
+ExpectedValue expected_from(const oracles::OracleValue& value, DType dtype, double safety, bool hostile) {
+  const DType strict = accumulate_type(dtype);
+  return ExpectedValue::point(value.value, safety * (value.bound(strict) + value.bound(DType::fp64)),
+                              safety * (value.bound(dtype) + value.bound(DType::fp64)), value.range_ok(strict),
+                              value.undefined || hostile);
+}
+
+std::vector<double> strict_tolerances(const std::vector<ExpectedValue>& expected, DType output_dtype) {
+  std::vector<double> out;
+  for (const auto& e : expected) out.push_back(e.undefined ? INFINITY : e.strict.bound + half_ulp(output_dtype, e.value));
+  return out;
+}
+
 }  // namespace detfuzz::compare

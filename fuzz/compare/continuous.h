@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/dtype.h"
+#include "oracles/running_error.h"
 
 #include "fuzz/compare/contract.h"
 #include "fuzz/compare/verdict.h"
@@ -38,6 +39,14 @@ struct ExpectedValue {
     return {value, undefined, {value, value, strict_bound}, {value, value, storage_bound}, range_ok};
   }
 };
+
+// The expectation for an oracle value whose first-order bound is widened by `safety` (for
+// reorderings and second-order terms): the accumulate type's tier and the dtype's tier.
+ExpectedValue expected_from(const oracles::OracleValue& value, DType dtype, double safety, bool hostile = false);
+
+// What the strict tier allows around each expected value, in an output of `output_dtype`
+// (infinite where nothing is expected): the tolerance column people read in a replay.
+std::vector<double> strict_tolerances(const std::vector<ExpectedValue>& expected, DType output_dtype);
 
 // Shape/dtype/device first (a contract breach ends the comparison), then each element.
 // Reports one verdict per finding kind, naming its worst element. max_normalized_error

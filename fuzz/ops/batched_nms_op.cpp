@@ -19,6 +19,7 @@
 #include "fuzz/ops/render.h"
 #include "fuzz/ops/typed_harness.h"
 #include "oracles/batched_nms.h"
+#include "oracles/running_error.h"
 
 namespace detfuzz::fuzz {
 namespace {
@@ -54,13 +55,9 @@ std::optional<compare::Verdict> split_path_dtype_failure(const BatchedNmsProblem
       {{"boxes", problem.boxes.size()}, {"exception", raised.details.value("exception", raised.message)}}};
 }
 
-// Exact sums and products of doubles, by their rounding errors (TwoSum, FMA): the offsets
-// are exact only when no step of the kernel's arithmetic rounded.
-bool exact_sum(double a, double b) {
-  const double sum = a + b, b_virtual = sum - a;
-  return (a - (sum - b_virtual)) + (b - b_virtual) == 0;
-}
-bool exact_product(double a, double b) { return std::fma(a, b, -(a * b)) == 0; }
+// The offsets are exact only when no step of the kernel's arithmetic rounded.
+bool exact_sum(double a, double b) { return oracles::sum_rounding_error(a, b) == 0; }
+bool exact_product(double a, double b) { return oracles::product_rounding_error(a, b) == 0; }
 
 bool offsets_exact(const BatchedNmsProblem& problem, std::int64_t cls, DType dtype) {
   double max_coordinate = -INFINITY;

@@ -25,16 +25,10 @@ bool hostile_row(const BoxCoderProblem& p, std::size_t i) {
 }
 
 std::vector<compare::ExpectedValue> expected_values(const BoxCoderProblem& p, DType dtype) {
-  const DType strict = accumulate_type(dtype);
   const std::vector<oracles::OracleValue> reference = oracles::box_coder(p);
   std::vector<compare::ExpectedValue> expected;
-  for (std::size_t k = 0; k < reference.size(); ++k) {
-    const oracles::OracleValue& v = reference[k];
-    expected.push_back(compare::ExpectedValue::point(
-        v.value, kCoderBoundSafety * (v.bound(strict) + v.bound(DType::fp64)),
-        kCoderBoundSafety * (v.bound(dtype) + v.bound(DType::fp64)), v.range_ok(strict),
-        v.undefined || hostile_row(p, k / 4)));
-  }
+  for (std::size_t k = 0; k < reference.size(); ++k)
+    expected.push_back(compare::expected_from(reference[k], dtype, kCoderBoundSafety, hostile_row(p, k / 4)));
   return expected;
 }
 
@@ -104,20 +98,17 @@ std::unique_ptr<OpHarness> make_box_coder_harness(std::vector<BoxCoderTarget> ta
   definition.size = [](const BoxCoderProblem& p) { return p.boxes.size(); };
   definition.smaller = smaller;
   definition.oracle_json = [](const BoxCoderProblem& p, DType dtype) {
+    const auto expected = expected_values(p, dtype);
     nlohmann::json values = nlohmann::json::array(), tolerance = nlohmann::json::array();
-    for (const auto& e : expected_values(p, dtype)) {
-      values.push_back(corpus::json_double(e.value));
-      tolerance.push_back(corpus::json_double(e.strict.bound + half_ulp(dtype, e.value)));
-    }
+    for (const auto& e : expected) values.push_back(corpus::json_double(e.value));
+    for (double t : compare::strict_tolerances(expected, dtype)) tolerance.push_back(corpus::json_double(t));
     return nlohmann::json{{"shape", {p.boxes.size(), 4}}, {"values", values}, {"tolerance", tolerance}};
   };
   definition.side_by_side = [](const BoxCoderProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
-    std::vector<double> oracle, tolerance;
-    for (const auto& e : expected_values(p, dtype)) {
-      oracle.push_back(e.value);
-      tolerance.push_back(e.undefined ? INFINITY : e.strict.bound + half_ulp(dtype, e.value));
-    }
-    return element_table(outputs.front().shape, outputs.front().values, oracle, tolerance);
+    const auto expected = expected_values(p, dtype);
+    std::vector<double> oracle;
+    for (const auto& e : expected) oracle.push_back(e.value);
+    return element_table(outputs.front().shape, outputs.front().values, oracle, compare::strict_tolerances(expected, dtype));
   };
   definition.probe.boxes = {{0, 0, 2, 2}};
   definition.probe.deltas = {{0.5, 0.25, 0, 1}};

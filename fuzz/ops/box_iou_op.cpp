@@ -109,13 +109,11 @@ compare::Judgement judge(const BoxIouProblem& problem, const BoxIouTarget& targe
 }
 
 std::vector<compare::ExpectedValue> area_expected(const BoxAreaProblem& p, DType dtype) {
-  const DType strict = accumulate_type(dtype);
   const auto areas = oracles::box_area(p.boxes);
   std::vector<compare::ExpectedValue> out;
+  // One product of two differences, in the canonical order: the first-order bound as is.
   for (std::size_t i = 0; i < areas.size(); ++i)
-    out.push_back(compare::ExpectedValue::point(areas[i].value, areas[i].bound(strict) + areas[i].bound(DType::fp64),
-                                                areas[i].bound(dtype) + areas[i].bound(DType::fp64),
-                                                areas[i].range_ok(strict), gen::hostile_box(p.boxes[i])));
+    out.push_back(compare::expected_from(areas[i], dtype, 1.0, gen::hostile_box(p.boxes[i])));
   return out;
 }
 
@@ -156,12 +154,11 @@ std::unique_ptr<OpHarness> make_box_area_harness(std::vector<kernels::Target<Box
     return nlohmann::json{{"area", values}};
   };
   definition.side_by_side = [](const BoxAreaProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
-    std::vector<double> oracle, tolerance;
-    for (const auto& e : area_expected(p, dtype)) {
-      oracle.push_back(e.value);
-      tolerance.push_back(e.undefined ? INFINITY : e.strict.bound + half_ulp(accumulate_type(dtype), e.value));
-    }
-    return element_table(outputs.front().shape, outputs.front().values, oracle, tolerance);
+    const auto expected = area_expected(p, dtype);
+    std::vector<double> oracle;
+    for (const auto& e : expected) oracle.push_back(e.value);
+    return element_table(outputs.front().shape, outputs.front().values, oracle,
+                         compare::strict_tolerances(expected, accumulate_type(dtype)));
   };
   definition.probe = {{{0, 0, 2, 3}}};
   return std::make_unique<TypedOpHarness<BoxAreaProblem>>(std::move(definition));

@@ -16,16 +16,7 @@ namespace {
 constexpr double kGiouBoundSafety = 2.0;
 
 compare::ExpectedValue expected(const oracles::OracleValue& v, DType dtype, bool hostile) {
-  const DType strict = accumulate_type(dtype);
-  return compare::ExpectedValue::point(v.value, kGiouBoundSafety * (v.bound(strict) + v.bound(DType::fp64)),
-                                       kGiouBoundSafety * (v.bound(dtype) + v.bound(DType::fp64)), v.range_ok(strict),
-                                       v.undefined || hostile);
-}
-
-std::vector<double> tolerances(const std::vector<compare::ExpectedValue>& expected_values, DType dtype) {
-  std::vector<double> out;
-  for (const auto& e : expected_values) out.push_back(e.undefined ? INFINITY : e.strict.bound + half_ulp(dtype, e.value));
-  return out;
+  return compare::expected_from(v, dtype, kGiouBoundSafety, hostile);
 }
 
 std::vector<double> values_of(const std::vector<compare::ExpectedValue>& expected_values) {
@@ -120,7 +111,7 @@ std::unique_ptr<OpHarness> make_generalized_box_iou_harness(std::vector<kernels:
   definition.side_by_side = [](const BoxIouProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
     const auto expected_values = pairwise_expected(p, dtype);
     return element_table(outputs.front().shape, outputs.front().values, values_of(expected_values),
-                         tolerances(expected_values, dtype));
+                         compare::strict_tolerances(expected_values, dtype));
   };
   definition.probe = {{{0, 0, 2, 2}}, {{1, 1, 3, 3}}};
   return std::make_unique<TypedOpHarness<BoxIouProblem>>(std::move(definition));
@@ -145,7 +136,7 @@ std::unique_ptr<OpHarness> make_giou_loss_harness(std::vector<kernels::Target<Gi
   definition.side_by_side = [](const GiouLossProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
     const auto expected_values = loss_expected(p, dtype);
     return element_table(outputs.front().shape, outputs.front().values, values_of(expected_values),
-                         tolerances(expected_values, dtype));
+                         compare::strict_tolerances(expected_values, dtype));
   };
   definition.probe = {{{0, 0, 2, 2}}, {{1, 1, 3, 3}}, 1e-7, RegressionLossProblem::Reduction::none};
   return std::make_unique<TypedOpHarness<GiouLossProblem>>(std::move(definition));

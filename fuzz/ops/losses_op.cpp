@@ -36,12 +36,6 @@ std::vector<double> oracle_values(const std::vector<oracles::LossValue>& losses)
   return values;
 }
 
-std::vector<double> tolerances(const std::vector<compare::ExpectedValue>& expected, DType dtype) {
-  std::vector<double> out;
-  for (const auto& e : expected) out.push_back(e.undefined ? INFINITY : e.strict.bound + half_ulp(dtype, e.value));
-  return out;
-}
-
 // ---- regression_loss ----
 
 std::vector<compare::ExpectedValue> regression_expected(const RegressionLossProblem& p, DType dtype) {
@@ -170,7 +164,7 @@ std::unique_ptr<OpHarness> make_regression_loss_harness(std::vector<kernels::Tar
   definition.side_by_side = [](const RegressionLossProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
     const auto expected_values = regression_expected(p, dtype);
     return element_table(outputs.front().shape, outputs.front().values, oracle_values(oracles::regression_loss(p)),
-                         tolerances(expected_values, dtype));
+                         compare::strict_tolerances(expected_values, dtype));
   };
   definition.probe.input = {0.5, 2};
   definition.probe.target = {0, 0};
@@ -197,7 +191,7 @@ std::unique_ptr<OpHarness> make_fast_rcnn_loss_harness(std::vector<kernels::Targ
   definition.side_by_side = [](const FastRcnnLossProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
     const auto expected_values = fast_rcnn_expected(p, dtype);
     return element_table({2}, {outputs[0].values.at(0), outputs[1].values.at(0)}, oracle_values(oracles::fast_rcnn_loss(p)),
-                         tolerances(expected_values, dtype));
+                         compare::strict_tolerances(expected_values, dtype));
   };
   definition.probe.classes = 2;
   definition.probe.class_logits = {0.5, -0.5};
