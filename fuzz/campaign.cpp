@@ -149,8 +149,8 @@ std::vector<CellPlan> plan_cells(const Registry& registry, const CampaignOptions
   for (const OpHarness* op : ops)
     for (const auto& target : op->target_names()) {
       const bool named = std::find(options.targets.begin(), options.targets.end(), target) != options.targets.end();
-      // Mutants measure the fuzzer; they are fuzzed only when asked for by name.
-      if (options.targets.empty() ? kernels::is_mutant(target) : !named) continue;
+      // Mutants and twins measure the fuzzer; they are fuzzed only when asked for by name.
+      if (options.targets.empty() ? kernels::is_planted(target) : !named) continue;
       for (DType dtype : options.dtypes)
         for (Device device : options.devices) cells.push_back({op, target, dtype, device});
     }
@@ -207,8 +207,10 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
     snapshot.planned_cases = runnable * *options.cases_per_cell;
   }
 
+  bool first_failure_found = false;
   auto budget_left = [&] {
-    return !stop_requested() && (!options.budget_s || seconds_since(start) < *options.budget_s);
+    return !stop_requested() && !first_failure_found &&
+           (!options.budget_s || seconds_since(start) < *options.budget_s);
   };
   auto last_checkpoint = Clock::now();
   auto checkpoint_now = [&] {
@@ -262,7 +264,9 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         const double found_after_s = cell->elapsed_s + seconds_since(slice_start);
         const bool slow = verdict.kind == FindingKind::crash || verdict.kind == FindingKind::hang;
         double shrink_seconds = slow ? options.slow_minimize_budget_s : options.minimize_budget_s;
-        if (options.budget_s)
+        if (options.stop_at_first_failure && !finding_fails(verdict.kind, options.fail_on)) shrink_seconds = 0;
+        // A selftest's budget is for finding; its one finding is minimized in full.
+        if (options.budget_s && !options.stop_at_first_failure)
           shrink_seconds = std::min(shrink_seconds, std::max(0.5, *options.budget_s - seconds_since(start)));
         ShrinkLimits limits{Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                std::chrono::duration<double>(shrink_seconds)),
@@ -316,7 +320,9 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         progress.event(fmt::format("{} [{}] {}: {}", plan.label(), kind, verdict.property,
                                    shrunk.verdict.message));
         checkpoint_now();
+        if (options.stop_at_first_failure && report.findings.back().fails) first_failure_found = true;
       }
+      if (first_failure_found) break;
       }
       snapshot.elapsed_s = seconds_since(start);
       progress.tick(snapshot);

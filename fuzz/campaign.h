@@ -35,6 +35,9 @@ struct CampaignOptions {
   // Called with the report so far (marked partial) after each new finding and at least
   // every checkpoint_interval_s: a campaign killed at any moment leaves a recent report.
   std::function<void(const reports::Report&)> checkpoint;
+  // Ends the campaign at its first failing finding (what `selftest` measures: time and cases
+  // to it); findings of non-failing kinds before it are recorded but not minimized.
+  bool stop_at_first_failure = false;
   double checkpoint_interval_s = 30;
 };
 

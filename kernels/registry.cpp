@@ -2,64 +2,65 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/api/include/torch/version.h>
 
-#include "kernels/target.h"
+#include "kernels/factories.h"
 
 namespace detfuzz::kernels {
 
-// Defined beside each op's adapter (one op = one stem per folder).
-Target<NmsProblem> torchvision_nms_target(const KernelConfig& config);
-Target<BoxIouProblem> aten_box_iou_target();
-Target<BoxAreaProblem> aten_box_area_target();
-Target<BoxCoderProblem> aten_box_coder_target();
-Target<RegressionLossProblem> aten_regression_loss_target();
-Target<FastRcnnLossProblem> torchvision_fast_rcnn_loss_target();
-Target<MatcherProblem> torchvision_matcher_target();
-Target<BoxIouProblem> torchvision_generalized_box_iou_target();
-Target<GiouLossProblem> torchvision_giou_loss_target();
-std::vector<Target<BatchedNmsProblem>> aten_batched_nms_targets(const KernelConfig& config);
-Target<RoiAlignProblem> torchvision_roi_align_target(const KernelConfig& config);
-Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config);
+namespace {
 
-std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config) {
-  std::vector<Target<NmsProblem>> targets{torchvision_nms_target(config)};
-  for (auto& mutant : nms_mutants()) targets.push_back(std::move(mutant));
+// The library's targets first, then the planted ones (listed, fuzzed only by name).
+template <class Problem>
+std::vector<Target<Problem>> with_planted(std::vector<Target<Problem>> targets, std::vector<Target<Problem>> planted) {
+  for (auto& target : planted) targets.push_back(std::move(target));
   return targets;
 }
 
+}  // namespace
+
+std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config) {
+  return with_planted({torchvision_nms_target(config)}, nms_mutants());
+}
+
 std::vector<Target<BatchedNmsProblem>> batched_nms_targets(const KernelConfig& config) {
-  return aten_batched_nms_targets(config);
+  return with_planted(aten_batched_nms_targets(config), batched_nms_mutants(config));
 }
 
 std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig&) {
-  return {aten_box_iou_target()};
+  return with_planted({aten_box_iou_target()}, box_iou_mutants());
 }
 
 std::vector<Target<BoxAreaProblem>> box_area_targets(const KernelConfig&) { return {aten_box_area_target()}; }
 
-std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig&) { return {aten_box_coder_target()}; }
+std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig&) {
+  return with_planted({aten_box_coder_target()}, box_coder_mutants());
+}
 
 std::vector<Target<RegressionLossProblem>> regression_loss_targets(const KernelConfig&) {
   return {aten_regression_loss_target()};
 }
 
 std::vector<Target<FastRcnnLossProblem>> fast_rcnn_loss_targets(const KernelConfig&) {
-  return {torchvision_fast_rcnn_loss_target()};
+  return with_planted({torchvision_fast_rcnn_loss_target()}, fast_rcnn_loss_mutants());
 }
 
-std::vector<Target<MatcherProblem>> matcher_targets(const KernelConfig&) { return {torchvision_matcher_target()}; }
+std::vector<Target<MatcherProblem>> matcher_targets(const KernelConfig&) {
+  return with_planted({torchvision_matcher_target()}, matcher_mutants());
+}
 
 std::vector<Target<BoxIouProblem>> generalized_box_iou_targets(const KernelConfig&) {
   return {torchvision_generalized_box_iou_target()};
 }
 
-std::vector<Target<GiouLossProblem>> giou_loss_targets(const KernelConfig&) { return {torchvision_giou_loss_target()}; }
+std::vector<Target<GiouLossProblem>> giou_loss_targets(const KernelConfig&) {
+  return with_planted({torchvision_giou_loss_target()}, giou_loss_mutants());
+}
 
 std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config) {
-  return {torchvision_roi_align_target(config)};
+  return with_planted({torchvision_roi_align_target(config)}, roi_align_mutants(config));
 }
 
 std::vector<Target<RoiPoolProblem>> roi_pool_targets(const KernelConfig& config) {
-  return {torchvision_roi_pool_target(config)};
+  return with_planted({torchvision_roi_pool_target(config)}, roi_pool_mutants(config));
 }
 
 std::vector<std::pair<std::string, std::string>> environment(const KernelConfig& config) {

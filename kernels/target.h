@@ -60,10 +60,12 @@ std::vector<Target<GiouLossProblem>> giou_loss_targets(const KernelConfig& confi
 std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config);
 std::vector<Target<RoiPoolProblem>> roi_pool_targets(const KernelConfig& config);
 
-// Targets with one planted deviation each (kernels/mutants/): named "mutant:<name>", listed
-// but never fuzzed unless --targets names them.
-std::vector<Target<NmsProblem>> nms_mutants();
-inline bool is_mutant(const std::string& target_name) { return target_name.rfind("mutant:", 0) == 0; }
+// Targets that measure the fuzzer (kernels/mutants/catalog.h): "mutant:<name>" (one planted
+// deviation each) and "twin:<op>" (their correct twins where no library target is one).
+// Listed, but never fuzzed unless --targets names them.
+inline bool is_planted(const std::string& target_name) {
+  return target_name.rfind("mutant:", 0) == 0 || target_name.rfind("twin:", 0) == 0;
+}
 
 // Facts for report.json: torch and torchvision versions, CUDA, devices, compiler.
 std::vector<std::pair<std::string, std::string>> environment(const KernelConfig& config);

@@ -20,6 +20,7 @@
 #include "fuzz/environment.h"
 #include "fuzz/replay.h"
 #include "fuzz/runner.h"
+#include "fuzz/selftest.h"
 #include "corpus/case_file.h"
 #include "model/error.h"
 
@@ -68,6 +69,17 @@ struct ReplaySettings {
   std::vector<std::string> files;
   CaseSelection selection;
   IsolationSettings isolation;
+};
+
+struct SelftestSettings {
+  std::vector<std::string> mutants;
+  std::string budget_per_mutant = "60s";
+  std::uint64_t seed = 1;
+  int max_boxes = 64;
+  std::string minimize_budget = "10s";
+  std::string report_dir = "detfuzz-selftest";
+  // Short, so that the hang mutant is a hang within a small budget.
+  IsolationSettings isolation{"process", "2s"};
 };
 
 struct EvalSettings {
@@ -234,6 +246,36 @@ int run_command(const RunSettings& settings, const kernels::KernelConfig& kernel
   std::cout << "report: " << path << (report.partial ? " (partial: interrupted)" : "") << "\n";
   if (g_stop_signal) return 128 + g_stop_signal;  // 130 for SIGINT, 143 for SIGTERM
   return report.has_failing_finding() ? 1 : 0;
+}
+
+int selftest_command(const SelftestSettings& settings, const kernels::KernelConfig& kernel_config) {
+  fuzz::SelftestOptions options;
+  options.mutants = settings.mutants;
+  fuzz::select_mutants(options.mutants);  // unknown names: exit 2 before anything runs
+  options.budget_per_mutant_s = parse_duration(settings.budget_per_mutant, "--budget-per-mutant");
+  options.seed = settings.seed;
+  if (settings.max_boxes < 0 || settings.max_boxes > kMaxBoxesLimit)
+    throw Error(ErrorKind::usage, fmt::format("--max-boxes {} is out of range; use 0..{}",
+                                              settings.max_boxes, kMaxBoxesLimit));
+  options.max_boxes = settings.max_boxes;
+  options.minimize_budget_s = parse_duration(settings.minimize_budget, "--minimize-budget");
+  options.corpus_dir = settings.report_dir + "/corpus";
+  check_report_dir(settings.report_dir);
+  auto runner = make_runner(settings.isolation, settings.report_dir + "/workers", kernel_config);
+  kernels::set_single_threaded();
+  fuzz::Registry registry = fuzz::default_registry(kernel_config);
+  install_stop_handlers();
+  fuzz::SelftestResult result = fuzz::run_selftest(registry, options, *runner, std::cerr);
+  fuzz::print_scorecard(result, std::cout);
+  const std::string path = settings.report_dir + "/selftest.json";
+  try {
+    corpus::write_file_atomically(path, fuzz::to_json(result).dump(2) + "\n");
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::input, std::string(e.what()) + " (the scorecard above holds the results)");
+  }
+  std::cout << "selftest report: " << path << (g_stop_signal ? " (partial: interrupted)" : "") << "\n";
+  if (g_stop_signal) return 128 + g_stop_signal;
+  return result.passed() ? 0 : 1;
 }
 
 int list_command(bool as_json, const kernels::KernelConfig& kernel_config) {
@@ -516,6 +558,25 @@ int main_with_args(int argc, char** argv) {
   run->add_option("--progress", settings.progress, "auto, live, lines or none")->capture_default_str();
   add_isolation_options(run, settings.isolation);
 
+  SelftestSettings selftest_settings;
+  CLI::App* selftest = app.add_subcommand(
+      "selftest", "the fuzzer's scorecard: catch each planted mutant (kernels/mutants), count false alarms on "
+                  "their correct twins; exit 0 only when every mutant is caught and no twin raises an alarm");
+  selftest->add_option("--mutants", selftest_settings.mutants, "mutants to measure (default: the whole catalog)")
+      ->delimiter(',');
+  selftest->add_option("--budget-per-mutant", selftest_settings.budget_per_mutant,
+                       "time to find each mutant; each correct twin runs this long too")
+      ->capture_default_str();
+  selftest->add_option("--seed", selftest_settings.seed, "campaign seed")->capture_default_str();
+  selftest->add_option("--max-boxes", selftest_settings.max_boxes, "cap on boxes per generated set")
+      ->capture_default_str();
+  selftest->add_option("--minimize-budget", selftest_settings.minimize_budget, "time to minimize each catch")
+      ->capture_default_str();
+  selftest->add_option("--report", selftest_settings.report_dir,
+                       "directory for selftest.json and the minimized cases (corpus/)")
+      ->capture_default_str();
+  add_isolation_options(selftest, selftest_settings.isolation);
+
   CLI::App* worker = app.add_subcommand("worker", "(internal) run cases for a campaign over stdin/stdout");
   worker->group("");  // not in --help: campaigns start it
 
@@ -566,7 +627,7 @@ int main_with_args(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::string message = e.what();
     if (app.get_subcommands().empty() && !app.remaining().empty() && app.remaining().front()[0] != '-')
-      message = "unknown command '" + app.remaining().front() + "'; the commands are list, run, replay, eval and corpus-add";
+      message = "unknown command '" + app.remaining().front() + "'; the commands are list, run, selftest, replay, eval and corpus-add";
     std::cerr << "detfuzz: error: " << message << "\nRun `detfuzz --help` or `detfuzz "
               << (app.get_subcommands().empty() ? "run" : app.get_subcommands().front()->get_name())
               << " --help` for the options.\n";
@@ -576,6 +637,7 @@ int main_with_args(int argc, char** argv) {
   try {
     if (list->parsed()) return list_command(list_json, kernel_config);
     if (run->parsed()) return run_command(settings, kernel_config);
+    if (selftest->parsed()) return selftest_command(selftest_settings, kernel_config);
     if (worker->parsed()) {
       kernels::set_single_threaded();
       return fuzz::serve_worker(fuzz::default_registry(kernel_config));

@@ -12,8 +12,10 @@
 // torchvision has no class_agnostic or max_num: its targets do what its users do
 // (ops.nms over all boxes; keep[:max_num]). Scores in another dtype than the boxes reach
 // torchvision::nms as they are, as they do outside autocast.
+#include "kernels/aten/batched_nms.h"
+
+#include "kernels/factories.h"
 #include "kernels/tensor_convert.h"
-#include "kernels/target.h"
 #include "kernels/torchvision/dispatch.h"
 #include "model/error.h"
 
@@ -24,30 +26,12 @@ constexpr std::int64_t kTorchvisionCpuSwitch = 4000;    // boxes.numel(), i.e. 1
 constexpr std::int64_t kTorchvisionCudaSwitch = 20000;  // 5,000 boxes
 constexpr std::int64_t kMmcvSplitThreshold = 10000;     // boxes
 
-at::Tensor nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold) {
-  static const std::optional<c10::OperatorHandle> op = find_op("torchvision::nms");
-  if (!op) throw Error(ErrorKind::unavailable, "torchvision::nms is not registered (torchvision's op library is not loaded)");
-  return call_boxed(*op, {boxes, scores, iou_threshold}).at(0).toTensor();
-}
-
 at::Tensor coordinate_trick(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
                             double iou_threshold) {
   if (boxes.numel() == 0) return at::empty({0}, boxes.options().dtype(at::kLong));
   at::Tensor max_coordinate = boxes.max();
   at::Tensor offsets = idxs.to(boxes.scalar_type()) * (max_coordinate + at::scalar_tensor(1, boxes.options()));
   return nms(boxes + offsets.unsqueeze(1), scores, iou_threshold);
-}
-
-at::Tensor vanilla(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs, double iou_threshold) {
-  at::Tensor keep_mask = at::zeros_like(scores, scores.options().dtype(at::kBool));
-  at::Tensor classes = std::get<0>(at::_unique(idxs));
-  for (std::int64_t c = 0; c < classes.numel(); ++c) {
-    at::Tensor current = at::where(idxs == classes[c])[0];
-    at::Tensor kept = nms(boxes.index_select(0, current), scores.index_select(0, current), iou_threshold);
-    keep_mask.index_put_({current.index_select(0, kept)}, true);
-  }
-  at::Tensor keep_indices = at::where(keep_mask)[0];
-  return keep_indices.index_select(0, std::get<1>(scores.index_select(0, keep_indices).sort(0, true)));
 }
 
 enum class Strategy { switching, coordinate_trick, vanilla };
@@ -111,9 +95,7 @@ std::vector<at::Tensor> mmcv_batched_nms(at::Tensor boxes, at::Tensor scores, co
   return {keep, at::cat({boxes, scores.unsqueeze(1)}, -1)};
 }
 
-struct Inputs {
-  at::Tensor boxes, scores, classes;
-};
+using Inputs = BatchedNmsInputs;
 
 Inputs inputs(const BatchedNmsProblem& problem, DType dtype, Device device) {
   return {boxes_tensor(problem.boxes, dtype, device),
@@ -145,15 +127,43 @@ Target<BatchedNmsProblem> batched_target(const KernelConfig& config, std::string
 
 Target<BatchedNmsProblem> torchvision_target(const KernelConfig& config, std::string name, std::string description,
                                              Strategy strategy) {
-  return batched_target(config, std::move(name), std::move(description), [strategy](const Inputs& in, const BatchedNmsProblem& p) {
-    at::Tensor keep = p.class_agnostic ? nms(in.boxes, in.scores, p.iou_threshold)
-                                       : torchvision_batched_nms(in.boxes, in.scores, in.classes, p.iou_threshold, strategy);
-    if (p.max_num > 0) keep = keep.slice(0, 0, p.max_num);
-    return std::vector<at::Tensor>{keep};
-  });
+  return torchvision_style_target(config, std::move(name), std::move(description),
+                                  [strategy](const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
+                                             double iou_threshold) {
+                                    return torchvision_batched_nms(boxes, scores, idxs, iou_threshold, strategy);
+                                  });
 }
 
 }  // namespace
+
+at::Tensor nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold) {
+  static const std::optional<c10::OperatorHandle> op = find_op("torchvision::nms");
+  if (!op) throw Error(ErrorKind::unavailable, "torchvision::nms is not registered (torchvision's op library is not loaded)");
+  return call_boxed(*op, {boxes, scores, iou_threshold}).at(0).toTensor();
+}
+
+at::Tensor vanilla(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs, double iou_threshold) {
+  at::Tensor keep_mask = at::zeros_like(scores, scores.options().dtype(at::kBool));
+  at::Tensor classes = std::get<0>(at::_unique(idxs));
+  for (std::int64_t c = 0; c < classes.numel(); ++c) {
+    at::Tensor current = at::where(idxs == classes[c])[0];
+    at::Tensor kept = nms(boxes.index_select(0, current), scores.index_select(0, current), iou_threshold);
+    keep_mask.index_put_({current.index_select(0, kept)}, true);
+  }
+  at::Tensor keep_indices = at::where(keep_mask)[0];
+  return keep_indices.index_select(0, std::get<1>(scores.index_select(0, keep_indices).sort(0, true)));
+}
+
+Target<BatchedNmsProblem> torchvision_style_target(const KernelConfig& config, std::string name, std::string description,
+                                                   ClassAwareNms class_aware) {
+  return batched_target(config, std::move(name), std::move(description),
+                        [class_aware](const Inputs& in, const BatchedNmsProblem& p) {
+                          at::Tensor keep = p.class_agnostic ? nms(in.boxes, in.scores, p.iou_threshold)
+                                                             : class_aware(in.boxes, in.scores, in.classes, p.iou_threshold);
+                          if (p.max_num > 0) keep = keep.slice(0, 0, p.max_num);
+                          return std::vector<at::Tensor>{keep};
+                        });
+}
 
 std::vector<Target<BatchedNmsProblem>> aten_batched_nms_targets(const KernelConfig& config) {
   return {

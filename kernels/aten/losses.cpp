@@ -6,8 +6,8 @@
 //                               beta=1/9, reduction="sum") / labels.numel()
 #include <ATen/core/Reduction.h>
 
+#include "kernels/factories.h"
 #include "kernels/tensor_convert.h"
-#include "kernels/target.h"
 
 namespace detfuzz::kernels {
 namespace {
@@ -22,7 +22,7 @@ std::int64_t reduction(RegressionLossProblem::Reduction r) {
 }
 
 at::Tensor fastrcnn_box_loss(const at::Tensor& box_regression, const at::Tensor& labels,
-                             const at::Tensor& regression_targets) {
+                             const at::Tensor& regression_targets, BoxLossNormalizer normalizer) {
   at::Tensor sampled_pos_inds_subset = at::where(labels > 0)[0];
   at::Tensor labels_pos = labels.index_select(0, sampled_pos_inds_subset);
   const std::int64_t n = box_regression.size(0);
@@ -30,7 +30,9 @@ at::Tensor fastrcnn_box_loss(const at::Tensor& box_regression, const at::Tensor&
   at::Tensor box_loss = at::smooth_l1_loss(per_class.index({sampled_pos_inds_subset, labels_pos}),
                                            regression_targets.index_select(0, sampled_pos_inds_subset),
                                            at::Reduction::Sum, 1.0 / 9);
-  return box_loss / labels.numel();
+  const std::int64_t normalizer_count =
+      normalizer == BoxLossNormalizer::sampled_proposals ? labels.numel() : sampled_pos_inds_subset.numel();
+  return box_loss / normalizer_count;
 }
 
 }  // namespace
@@ -52,12 +54,12 @@ Target<RegressionLossProblem> aten_regression_loss_target() {
   return target;
 }
 
-Target<FastRcnnLossProblem> torchvision_fast_rcnn_loss_target() {
+Target<FastRcnnLossProblem> torchvision_fast_rcnn_loss_target(BoxLossNormalizer normalizer) {
   Target<FastRcnnLossProblem> target;
   target.name = "torchvision";
   target.description = "ATen port of torchvision 0.14.1 models/detection/roi_heads.py fastrcnn_loss";
   target.availability = aten_availability;
-  target.run = [](const FastRcnnLossProblem& p, DType dtype, Device device) {
+  target.run = [normalizer](const FastRcnnLossProblem& p, DType dtype, Device device) {
     return translating_unsupported([&] {
       const auto n = static_cast<std::int64_t>(p.labels.size());
       at::Tensor logits = values_tensor(p.class_logits, dtype, device).reshape({n, p.classes});
@@ -66,7 +68,7 @@ Target<FastRcnnLossProblem> torchvision_fast_rcnn_loss_target() {
       at::Tensor regression = values_tensor(p.box_regression, dtype, device).reshape({n, 4 * p.classes});
       at::Tensor targets = values_tensor(p.regression_targets, dtype, device).reshape({n, 4});
       at::Tensor classification_loss = at::cross_entropy_loss(logits, labels);
-      return std::vector<HostTensor>{to_host(classification_loss), to_host(fastrcnn_box_loss(regression, labels, targets))};
+      return std::vector<HostTensor>{to_host(classification_loss), to_host(fastrcnn_box_loss(regression, labels, targets, normalizer))};
     });
   };
   return target;

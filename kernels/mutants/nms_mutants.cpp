@@ -1,20 +1,27 @@
-// Mutant NMS targets: a correct greedy NMS (torchvision semantics, fp32/fp64 arithmetic in
-// the box dtype, like torchvision's CPU kernel) with ONE deviation each. They exist to
-// measure the fuzzer (does it catch the bug class, does it survive it), never to be fuzzed
-// by default: `--targets` must name them.
+// NMS mutants: the emulated greedy NMS (twin:nms, torchvision semantics: suppress when
+// IoU > threshold, accumulate type per dtype, like torchvision's CUDA kernel) with one
+// deviation each.
 //
-//   mutant:nms_crash_7x3  raises SIGSEGV when a box is exactly 7 wide and 3 high, like a
-//                         kernel that indexes past a buffer for one box shape (the
-//                         torchvision RoIAlign segfaults on odd inputs are the real class)
-//   mutant:nms_hang_5x9   loops forever when a box is exactly 5 wide and 9 high, like a
-//                         kernel whose loop bound never converges on one input
+//   nms_greater_equal    suppresses at IoU == threshold too (`>=` for `>`): the off-by-one
+//                        comparison that makes two libraries disagree on exact-ratio boxes
+//   nms_assumes_sorted   visits boxes in input order, trusting the caller to have sorted by
+//                        score (kernels that moved the sort into a wrapper)
+//   nms_fp16_areas       stores box areas in fp16 whatever the input dtype: a 256 x 256 box
+//                        has area 65,536 > fp16's 65,504, the area is inf, the IoU 0 and
+//                        nothing is suppressed (AMP-era kernels with half buffers)
+//   nms_raises_on_empty  raises on 0 boxes instead of returning an empty keep (images
+//                        without detections crash the post-processing)
+//   nms_crash_7x3        raises SIGSEGV on a box exactly 7 wide and 3 high, like a kernel
+//                        that indexes past a buffer for one box shape (the class of the
+//                        torchvision RoIAlign segfaults on odd inputs)
+//   nms_hang_5x9         loops forever on a box exactly 5 wide and 9 high, like a kernel
+//                        whose loop bound never converges on one input
 #include <chrono>
 #include <csignal>
-#include <numeric>
 #include <thread>
 
-#include "kernels/target.h"
-#include "model/error.h"
+#include "kernels/factories.h"
+#include "kernels/mutants/emulated_targets.h"
 
 namespace detfuzz::kernels {
 namespace {
@@ -25,61 +32,49 @@ bool has_box(const NmsProblem& problem, double width, double height) {
   return false;
 }
 
-std::vector<HostTensor> greedy_nms(const NmsProblem& p, DType dtype) {
-  if (dtype != DType::fp32 && dtype != DType::fp64)
-    throw Error(ErrorKind::unsupported, "mutant NMS targets implement fp32 and fp64 only");
-  auto r = [dtype](double v) { return round_to(dtype, v); };
-  std::vector<std::int64_t> order(p.boxes.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return p.scores[a] > p.scores[b]; });
-  std::vector<bool> suppressed(p.boxes.size(), false);
-  std::vector<double> keep;
-  for (std::size_t oi = 0; oi < order.size(); ++oi) {
-    const auto i = order[oi];
-    if (suppressed[i]) continue;
-    keep.push_back(static_cast<double>(i));
-    const Box& a = p.boxes[i];
-    for (std::size_t oj = oi + 1; oj < order.size(); ++oj) {
-      const auto j = order[oj];
-      const Box& b = p.boxes[j];
-      const double area_a = r(r(a.x2 - a.x1) * r(a.y2 - a.y1)), area_b = r(r(b.x2 - b.x1) * r(b.y2 - b.y1));
-      const double w = std::max(0.0, r(std::min(a.x2, b.x2) - std::max(a.x1, b.x1)));
-      const double h = std::max(0.0, r(std::min(a.y2, b.y2) - std::max(a.y1, b.y1)));
-      const double inter = r(w * h);
-      if (r(inter / r(r(area_a + area_b) - inter)) > p.iou_threshold) suppressed[j] = true;
-    }
-  }
-  return {HostTensor{{static_cast<std::int64_t>(keep.size())}, "int64", "cpu", keep}};
+Target<NmsProblem> variant(const std::string& name, NmsVariant flaw, const std::string& description) {
+  return emulated_nms("mutant:" + name, flaw, description);
 }
 
-Target<NmsProblem> mutant(const std::string& name, const std::string& description,
-                          std::function<void(const NmsProblem&)> deviation) {
-  Target<NmsProblem> target;
-  target.name = "mutant:" + name;
-  target.description = description;
-  target.availability = [](Device device) -> Availability {
-    if (device == Device::cuda) return {false, "mutants run on the CPU only"};
-    return {};
-  };
-  target.run = [deviation](const NmsProblem& problem, DType dtype, Device) {
-    deviation(problem);
-    return greedy_nms(problem, dtype);
-  };
-  return target;
+template <class Member>
+NmsVariant with(Member member) {
+  NmsVariant v;
+  v.*member = true;
+  return v;
+}
+
+// A twin whose run first passes the problem to `trap` (which may crash or never return).
+Target<NmsProblem> trapped(const std::string& name, const std::string& description,
+                           std::function<void(const NmsProblem&)> trap) {
+  return deviating<NmsProblem>(emulated_nms("twin:nms"), "mutant:" + name, description,
+                               [trap](const Target<NmsProblem>& twin, const NmsProblem& p, DType dtype, Device device) {
+                                 trap(p);
+                                 return twin.run(p, dtype, device);
+                               });
 }
 
 }  // namespace
 
 std::vector<Target<NmsProblem>> nms_mutants() {
   return {
-      mutant("nms_crash_7x3", "greedy NMS that raises SIGSEGV on a box exactly 7 wide and 3 high",
-             [](const NmsProblem& p) {
-               if (has_box(p, 7, 3)) std::raise(SIGSEGV);
-             }),
-      mutant("nms_hang_5x9", "greedy NMS that never returns on a box exactly 5 wide and 9 high",
-             [](const NmsProblem& p) {
-               while (has_box(p, 5, 9)) std::this_thread::sleep_for(std::chrono::seconds(1));
-             }),
+      emulated_nms("twin:nms", {},
+                   "correct twin of the NMS mutants: greedy NMS in plain C++, IoU > threshold, every step "
+                   "rounded to the dtype's accumulate type"),
+      variant("nms_greater_equal", with(&NmsVariant::greater_equal),
+              "greedy NMS that suppresses at IoU == threshold too (>= instead of >)"),
+      variant("nms_assumes_sorted", with(&NmsVariant::assumes_sorted),
+              "greedy NMS that visits boxes in input order, assuming they are sorted by score"),
+      variant("nms_fp16_areas", with(&NmsVariant::fp16_areas),
+              "greedy NMS that stores box areas in fp16 (overflow above 65,504: IoU 0, nothing suppressed)"),
+      variant("nms_raises_on_empty", with(&NmsVariant::throws_on_empty), "greedy NMS that raises on 0 boxes"),
+      trapped("nms_crash_7x3", "greedy NMS that raises SIGSEGV on a box exactly 7 wide and 3 high",
+              [](const NmsProblem& p) {
+                if (has_box(p, 7, 3)) std::raise(SIGSEGV);
+              }),
+      trapped("nms_hang_5x9", "greedy NMS that never returns on a box exactly 5 wide and 9 high",
+              [](const NmsProblem& p) {
+                while (has_box(p, 5, 9)) std::this_thread::sleep_for(std::chrono::seconds(1));
+              }),
   };
 }
 

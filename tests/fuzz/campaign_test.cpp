@@ -1,4 +1,4 @@
-// The campaign against targets with planted bugs (tests/support/planted_targets.h): each
+// The campaign against targets with planted bugs (tests/kernels/mutants/emulated_targets.h): each
 // bug class must be caught, with the right kind and a small minimized case, and the
 // correct implementations must raise no false alarm.
 #include <gtest/gtest.h>
@@ -9,13 +9,13 @@
 #include "fuzz/campaign.h"
 #include "fuzz/runner.h"
 #include "model/error.h"
-#include "support/planted_targets.h"
+#include "kernels/mutants/emulated_targets.h"
 
 namespace detfuzz::fuzz {
 namespace {
 
-using testing::BoxIouVariant;
-using testing::NmsVariant;
+using kernels::BoxIouVariant;
+using kernels::NmsVariant;
 
 // A variant with one planted deviation switched on.
 template <class Variant>
@@ -73,7 +73,7 @@ std::string kinds(const reports::Report& report) {
 }
 
 TEST(Campaign, CorrectNmsRaisesNoFalseAlarmInAnyDtype) {
-  Registry registry = nms_registry({testing::planted_nms("reference")});
+  Registry registry = nms_registry({kernels::emulated_nms("reference")});
   reports::Report report = run(registry, options({kFloatDTypes.begin(), kFloatDTypes.end()}, 600));
   EXPECT_EQ(report.total_cases(), 4u * 600);
   // Areas beyond fp32's range are range hazards (not failing), not false alarms.
@@ -82,7 +82,7 @@ TEST(Campaign, CorrectNmsRaisesNoFalseAlarmInAnyDtype) {
 }
 
 TEST(Campaign, CatchesGreaterEqualAtTheThresholdWithATwoBoxCase) {
-  Registry registry = nms_registry({testing::planted_nms("ge", flag(&NmsVariant::greater_equal))});
+  Registry registry = nms_registry({kernels::emulated_nms("ge", flag(&NmsVariant::greater_equal))});
   reports::Report report = run(registry, options({DType::fp32}, 1000));
   const auto* finding = find(report, "mismatch");
   ASSERT_NE(finding, nullptr) << kinds(report);
@@ -93,7 +93,7 @@ TEST(Campaign, CatchesGreaterEqualAtTheThresholdWithATwoBoxCase) {
 }
 
 TEST(Campaign, CatchesNmsThatAssumesSortedInput) {
-  Registry registry = nms_registry({testing::planted_nms("unsorted", flag(&NmsVariant::assumes_sorted))});
+  Registry registry = nms_registry({kernels::emulated_nms("unsorted", flag(&NmsVariant::assumes_sorted))});
   reports::Report report = run(registry, options({DType::fp64}, 500));
   const auto* finding = find(report, "mismatch");
   if (!finding) finding = find(report, "order");
@@ -102,7 +102,7 @@ TEST(Campaign, CatchesNmsThatAssumesSortedInput) {
 }
 
 TEST(Campaign, CatchesFp16AreaOverflowInNms) {
-  Registry registry = nms_registry({testing::planted_nms("fp16_areas", flag(&NmsVariant::storage_arithmetic))});
+  Registry registry = nms_registry({kernels::emulated_nms("fp16_areas", flag(&NmsVariant::storage_arithmetic))});
   reports::Report report = run(registry, options({DType::fp16}, 1500));
   const auto* finding = find(report, "mismatch", "fp16");
   ASSERT_NE(finding, nullptr) << kinds(report);
@@ -111,9 +111,9 @@ TEST(Campaign, CatchesFp16AreaOverflowInNms) {
 }
 
 TEST(Campaign, CountDependentBugsMinimizeToJustAboveTheThresholdWithPlainBoxes) {
-  testing::NmsVariant variant;
+  kernels::NmsVariant variant;
   variant.wrong_above_count = 40;
-  Registry registry = nms_registry({testing::planted_nms("split_path", variant)});
+  Registry registry = nms_registry({kernels::emulated_nms("split_path", variant)});
   CampaignOptions o = options({DType::fp32}, 300);
   o.max_boxes = 64;
   reports::Report report = run(registry, o);
@@ -126,7 +126,7 @@ TEST(Campaign, CountDependentBugsMinimizeToJustAboveTheThresholdWithPlainBoxes) 
 }
 
 TEST(Campaign, ReportsADtypeContractBreachOnTheFirstCase) {
-  Registry registry = nms_registry({testing::planted_nms("int32", flag(&NmsVariant::int32_output))});
+  Registry registry = nms_registry({kernels::emulated_nms("int32", flag(&NmsVariant::int32_output))});
   reports::Report report = run(registry, options({DType::fp32}, 5));
   const auto* finding = find(report, "dtype");
   ASSERT_NE(finding, nullptr);
@@ -136,7 +136,7 @@ TEST(Campaign, ReportsADtypeContractBreachOnTheFirstCase) {
 }
 
 TEST(Campaign, KernelExceptionsAreFindingsWithTheirMessage) {
-  Registry registry = nms_registry({testing::planted_nms("raises", flag(&NmsVariant::throws_on_empty))});
+  Registry registry = nms_registry({kernels::emulated_nms("raises", flag(&NmsVariant::throws_on_empty))});
   reports::Report report = run(registry, options({DType::fp32}, 300));
   const auto* finding = find(report, "exception");
   ASSERT_NE(finding, nullptr) << kinds(report);
@@ -145,7 +145,7 @@ TEST(Campaign, KernelExceptionsAreFindingsWithTheirMessage) {
 }
 
 TEST(Campaign, UnsupportedDtypesAndDevicesAreCellsNotFindings) {
-  Registry registry = nms_registry({testing::planted_nms("fp32_only", flag(&NmsVariant::unsupported_low_precision))});
+  Registry registry = nms_registry({kernels::emulated_nms("fp32_only", flag(&NmsVariant::unsupported_low_precision))});
   CampaignOptions o = options({DType::fp16, DType::fp32}, 20);
   o.devices = {Device::cpu, Device::cuda};
   reports::Report report = run(registry, o);
@@ -164,7 +164,7 @@ TEST(Campaign, UnsupportedDtypesAndDevicesAreCellsNotFindings) {
 }
 
 TEST(Campaign, SameSeedSameFindingsOtherSeedOtherCases) {
-  Registry registry = nms_registry({testing::planted_nms("ge", flag(&NmsVariant::greater_equal))});
+  Registry registry = nms_registry({kernels::emulated_nms("ge", flag(&NmsVariant::greater_equal))});
   CampaignOptions o = options({DType::fp32}, 400);
   reports::Report a = run(registry, o), b = run(registry, o);
   ASSERT_EQ(a.findings.size(), b.findings.size());
@@ -179,7 +179,7 @@ TEST(Campaign, SameSeedSameFindingsOtherSeedOtherCases) {
 }
 
 TEST(Campaign, BudgetIsSharedByEveryCell) {
-  Registry registry = nms_registry({testing::planted_nms("reference")});
+  Registry registry = nms_registry({kernels::emulated_nms("reference")});
   CampaignOptions o;
   o.budget_s = 1.0;
   reports::Report report = run(registry, o);
@@ -193,18 +193,18 @@ bool has_property(const reports::Report& report, const std::string& property) {
 }
 
 TEST(Campaign, OracleFreePropertiesCatchOutputsThatChangeUnderExactTransformations) {
-  Registry nms = nms_registry({testing::planted_nms("flaky", flag(&NmsVariant::corrupt_every_third_call))});
+  Registry nms = nms_registry({kernels::emulated_nms("flaky", flag(&NmsVariant::corrupt_every_third_call))});
   reports::Report nms_report = run(nms, options({DType::fp32}, 300));
   EXPECT_TRUE(has_property(nms_report, "scale_invariance")) << kinds(nms_report);
   EXPECT_TRUE(has_property(nms_report, "permutation_invariance")) << kinds(nms_report);
-  Registry iou = box_iou_registry({testing::planted_box_iou("flaky", flag(&BoxIouVariant::corrupt_every_third_call))});
+  Registry iou = box_iou_registry({kernels::emulated_box_iou("flaky", flag(&BoxIouVariant::corrupt_every_third_call))});
   reports::Report iou_report = run(iou, options({DType::fp32}, 300));
   EXPECT_TRUE(has_property(iou_report, "scale_invariance")) << kinds(iou_report);
   EXPECT_TRUE(has_property(iou_report, "symmetry")) << kinds(iou_report);
 }
 
 TEST(Campaign, NondeterministicKernelFindingsAreKeptAndFlagged) {
-  Registry nms = nms_registry({testing::planted_nms("flaky", flag(&NmsVariant::corrupt_every_third_call))});
+  Registry nms = nms_registry({kernels::emulated_nms("flaky", flag(&NmsVariant::corrupt_every_third_call))});
   reports::Report report = run(nms, options({DType::fp32}, 300));
   bool flagged = std::any_of(report.findings.begin(), report.findings.end(), [](const reports::FindingRecord& f) {
     return !f.reproducible && f.message.find("nondeterministic") != std::string::npos && !f.input.is_null();
@@ -213,14 +213,14 @@ TEST(Campaign, NondeterministicKernelFindingsAreKeptAndFlagged) {
 }
 
 TEST(Campaign, CorrectBoxIouRaisesNoFailingFinding) {
-  Registry registry = box_iou_registry({testing::planted_box_iou("reference")});
+  Registry registry = box_iou_registry({kernels::emulated_box_iou("reference")});
   reports::Report report = run(registry, options({kFloatDTypes.begin(), kFloatDTypes.end()}, 300));
   for (const auto& f : report.findings) EXPECT_EQ(f.kind, "overflow") << kinds(report);
   for (const auto& cell : report.cells) EXPECT_LT(cell.max_normalized_error, 1.0) << cell.dtype;
 }
 
 TEST(Campaign, BoxIouInStorageArithmeticIsPrecisionAndNanInFp16) {
-  Registry registry = box_iou_registry({testing::planted_box_iou("fp16", flag(&BoxIouVariant::storage_arithmetic))});
+  Registry registry = box_iou_registry({kernels::emulated_box_iou("fp16", flag(&BoxIouVariant::storage_arithmetic))});
   reports::Report report = run(registry, options({DType::fp16}, 600));
   EXPECT_NE(find(report, "precision"), nullptr) << kinds(report);
   const auto* nan = find(report, "nan");
@@ -229,9 +229,9 @@ TEST(Campaign, BoxIouInStorageArithmeticIsPrecisionAndNanInFp16) {
 }
 
 TEST(Campaign, BoxIouContractBreaches) {
-  Registry leak = box_iou_registry({testing::planted_box_iou("leak", flag(&BoxIouVariant::fp64_output))});
+  Registry leak = box_iou_registry({kernels::emulated_box_iou("leak", flag(&BoxIouVariant::fp64_output))});
   EXPECT_NE(find(run(leak, options({DType::fp32}, 50)), "dtype"), nullptr);
-  Registry transposed = box_iou_registry({testing::planted_box_iou("t", flag(&BoxIouVariant::transposed))});
+  Registry transposed = box_iou_registry({kernels::emulated_box_iou("t", flag(&BoxIouVariant::transposed))});
   EXPECT_NE(find(run(transposed, options({DType::fp32}, 200)), "shape"), nullptr);
 }
 
@@ -242,7 +242,7 @@ Registry roi_align_registry(kernels::Target<RoiAlignProblem> target) {
 }
 
 TEST(Campaign, CorrectRoiAlignWithAccumulateTypeArithmeticRaisesNoFailingFinding) {
-  Registry registry = roi_align_registry(testing::planted_roi_align("reference"));
+  Registry registry = roi_align_registry(kernels::emulated_roi_align("reference"));
   reports::Report report = run(registry, options({kFloatDTypes.begin(), kFloatDTypes.end()}, 400));
   for (const auto& f : report.findings) EXPECT_EQ(f.kind, "overflow") << kinds(report);
   // fp16/bf16 outputs round to their dtype: up to exactly half an ulp, normalized error 1.
@@ -252,9 +252,9 @@ TEST(Campaign, CorrectRoiAlignWithAccumulateTypeArithmeticRaisesNoFailingFinding
 // The Faster R-CNN debugging stories: spatial_scale ignored, the aligned shift dropped,
 // RoIs read from the wrong image of the batch.
 TEST(Campaign, CatchesRoiAlignIgnoringSpatialScaleAlignedOrBatchIndexWithOneRoi) {
-  for (auto deviation : {&testing::RoiAlignVariant::ignores_spatial_scale, &testing::RoiAlignVariant::ignores_aligned,
-                         &testing::RoiAlignVariant::ignores_batch_index}) {
-    Registry registry = roi_align_registry(testing::planted_roi_align("broken", flag(deviation)));
+  for (auto deviation : {&kernels::RoiAlignVariant::ignores_spatial_scale, &kernels::RoiAlignVariant::ignores_aligned,
+                         &kernels::RoiAlignVariant::ignores_batch_index}) {
+    Registry registry = roi_align_registry(kernels::emulated_roi_align("broken", flag(deviation)));
     reports::Report report = run(registry, options({DType::fp32}, 500));
     const auto* finding = find(report, "mismatch");
     ASSERT_NE(finding, nullptr) << kinds(report);
@@ -264,7 +264,7 @@ TEST(Campaign, CatchesRoiAlignIgnoringSpatialScaleAlignedOrBatchIndexWithOneRoi)
 }
 
 TEST(Campaign, UnknownNamesAreUsageErrorsListingTheKnownOnes) {
-  Registry registry = nms_registry({testing::planted_nms("reference")});
+  Registry registry = nms_registry({kernels::emulated_nms("reference")});
   CampaignOptions o;
   o.ops = {"roi_align"};
   try {

@@ -5,7 +5,7 @@
 
 #include "fuzz/campaign.h"
 #include "fuzz/ops/minimize.h"
-#include "support/planted_targets.h"
+#include "kernels/mutants/emulated_targets.h"
 
 namespace detfuzz::fuzz {
 namespace {
@@ -61,9 +61,9 @@ TEST(Minimize, SimplerBoxesStayValid) {
 
 // The recorded shrink path rebuilds the minimized case without judging anything.
 TEST(Minimize, ShrinkPathRebuildsTheMinimizedCase) {
-  testing::NmsVariant variant;
+  kernels::NmsVariant variant;
   variant.greater_equal = true;
-  auto op = make_nms_harness({testing::planted_nms("ge", variant)});
+  auto op = make_nms_harness({kernels::emulated_nms("ge", variant)});
   for (std::uint64_t index = 0; index < 2000; ++index) {
     CaseRequest request{"ge", DType::fp32, Device::cpu, case_seed(5, "nms", DType::fp32, index),
                         generator_size(index), 64};

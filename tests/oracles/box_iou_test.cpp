@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "oracles/box_iou.h"
-#include "support/planted_targets.h"
+#include "kernels/mutants/emulated_targets.h"
 
 namespace detfuzz::oracles {
 namespace {
@@ -94,7 +94,7 @@ RC_GTEST_PROP(BoxIouOracle, ErrorBoundHoldsForEmulatedKernelArithmetic, ()) {
   const Box b = *rc::gen::element(0, 1, 2) == 0 ? a : box();
   const IouTerms terms = iou_terms(a, b);
   RC_PRE(!terms.undefined && terms.range_ok(dtype));
-  const double kernel = testing::emulated_iou(a, b, dtype);
+  const double kernel = kernels::emulated_iou(a, b, dtype);
   const double allowed = kIouBoundSafety * (terms.bound(dtype) + terms.bound(DType::fp64));
   RC_ASSERT(std::fabs(kernel - terms.value) <= allowed);
   if (terms.bound(dtype) == 0) RC_ASSERT(kernel == terms.value);

@@ -1,14 +1,17 @@
-#include "support/planted_targets.h"
+#include "kernels/mutants/emulated_targets.h"
+
+#include <utility>
 
 #include <algorithm>
 #include <memory>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 
 #include "model/error.h"
 
-namespace detfuzz::testing {
+namespace detfuzz::kernels {
 namespace {
 
 struct Arithmetic {
@@ -20,17 +23,24 @@ struct Arithmetic {
   double div(double a, double b) const { return r(a / b); }
 };
 
-double iou_in(const Box& a, const Box& b, const Arithmetic& m) {
-  double area_a = m.mul(m.sub(a.x2, a.x1), m.sub(a.y2, a.y1));
-  double area_b = m.mul(m.sub(b.x2, b.x1), m.sub(b.y2, b.y1));
+// `area_dtype` rounds the areas once more (a kernel that stores them in a narrower type);
+// `area_extra` is the legacy +1 pixel added to each side of the areas only.
+double iou_in(const Box& a, const Box& b, const Arithmetic& m, std::optional<DType> area_dtype = {},
+              double area_extra = 0) {
+  auto area = [&](const Box& x) {
+    double value = m.mul(m.add(m.sub(x.x2, x.x1), area_extra), m.add(m.sub(x.y2, x.y1), area_extra));
+    return area_dtype ? round_to(*area_dtype, value) : value;
+  };
+  double area_a = area(a);
+  double area_b = area(b);
   double w = std::max(0.0, m.sub(std::min(a.x2, b.x2), std::max(a.x1, b.x1)));
   double h = std::max(0.0, m.sub(std::min(a.y2, b.y2), std::max(a.y1, b.y1)));
   double inter = m.mul(w, h);
   return m.div(inter, m.sub(m.add(area_a, area_b), inter));
 }
 
-kernels::Availability cpu_only(Device device) {
-  if (device == Device::cuda) return {false, "test targets run on the CPU only"};
+Availability cpu_only(Device device) {
+  if (device == Device::cuda) return {false, "emulated targets run on the CPU only"};
   return {};
 }
 
@@ -46,17 +56,17 @@ double emulated_iou(const Box& a, const Box& b, DType compute) {
   return iou_in(ra, rb, {compute});
 }
 
-kernels::Target<NmsProblem> planted_nms(const std::string& name, NmsVariant variant) {
-  kernels::Target<NmsProblem> target;
+Target<NmsProblem> emulated_nms(const std::string& name, NmsVariant variant, std::string description) {
+  Target<NmsProblem> target;
   target.name = name;
-  target.description = "test target: greedy NMS in plain C++";
+  target.description = std::move(description);
   target.availability = cpu_only;
   auto calls = std::make_shared<int>(0);
   target.run = [variant, calls](const NmsProblem& problem, DType dtype, Device) {
     if (variant.unsupported_low_precision && (dtype == DType::fp16 || dtype == DType::bf16))
-      throw Error(ErrorKind::unsupported, "planted: no kernel for low precision");
+      throw Error(ErrorKind::unsupported, "this emulated target has no kernel for fp16/bf16");
     if (variant.throws_on_empty && problem.boxes.empty())
-      throw std::runtime_error("planted: cannot handle 0 boxes");
+      throw std::runtime_error("emulated nms: cannot handle 0 boxes");
     const Arithmetic m{variant.storage_arithmetic ? dtype : accumulate_type(dtype)};
     const auto n = problem.boxes.size();
     std::vector<std::int64_t> order(n);
@@ -75,7 +85,8 @@ kernels::Target<NmsProblem> planted_nms(const std::string& name, NmsVariant vari
       for (std::size_t oj = oi + 1; oj < n; ++oj) {
         auto j = order[oj];
         if (suppressed[j]) continue;
-        double iou = iou_in(problem.boxes[i], problem.boxes[j], m);
+        double iou = iou_in(problem.boxes[i], problem.boxes[j], m,
+                            variant.fp16_areas ? std::optional<DType>(DType::fp16) : std::nullopt);
         bool suppress = variant.greater_equal ? iou >= problem.iou_threshold : iou > problem.iou_threshold;
         if (suppress) suppressed[j] = true;
       }
@@ -89,10 +100,10 @@ kernels::Target<NmsProblem> planted_nms(const std::string& name, NmsVariant vari
   return target;
 }
 
-kernels::Target<BoxIouProblem> planted_box_iou(const std::string& name, BoxIouVariant variant) {
-  kernels::Target<BoxIouProblem> target;
+Target<BoxIouProblem> emulated_box_iou(const std::string& name, BoxIouVariant variant, std::string description) {
+  Target<BoxIouProblem> target;
   target.name = name;
-  target.description = "test target: box IoU in plain C++";
+  target.description = std::move(description);
   target.availability = cpu_only;
   auto calls = std::make_shared<int>(0);
   target.run = [variant, calls](const BoxIouProblem& problem, DType dtype, Device) {
@@ -101,7 +112,7 @@ kernels::Target<BoxIouProblem> planted_box_iou(const std::string& name, BoxIouVa
     const auto cols = static_cast<std::int64_t>(problem.boxes2.size());
     std::vector<double> values;
     for (const Box& a : problem.boxes1)
-      for (const Box& b : problem.boxes2) values.push_back(iou_in(a, b, m));
+      for (const Box& b : problem.boxes2) values.push_back(iou_in(a, b, m, {}, variant.legacy_plus_one_area ? 1.0 : 0.0));
     DType output = variant.fp64_output ? DType::fp64 : accumulate_type(dtype);
     for (double& v : values) v = round_to(output, v);
     if (variant.corrupt_every_third_call && ++*calls % 3 == 0 && !values.empty()) values[0] += 0.25;
@@ -112,10 +123,10 @@ kernels::Target<BoxIouProblem> planted_box_iou(const std::string& name, BoxIouVa
   return target;
 }
 
-kernels::Target<RoiAlignProblem> planted_roi_align(const std::string& name, RoiAlignVariant variant) {
-  kernels::Target<RoiAlignProblem> target;
+Target<RoiAlignProblem> emulated_roi_align(const std::string& name, RoiAlignVariant variant, std::string description) {
+  Target<RoiAlignProblem> target;
   target.name = name;
-  target.description = "test target: RoIAlign forward in plain C++";
+  target.description = std::move(description);
   target.availability = cpu_only;
   target.run = [variant](const RoiAlignProblem& p, DType dtype, Device) {
     const Arithmetic m{accumulate_type(dtype)};
@@ -175,4 +186,4 @@ kernels::Target<RoiAlignProblem> planted_roi_align(const std::string& name, RoiA
   return target;
 }
 
-}  // namespace detfuzz::testing
+}  // namespace detfuzz::kernels

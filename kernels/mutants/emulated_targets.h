@@ -1,6 +1,7 @@
-// Targets written in plain C++ for the tests: a correct one per op (an independent
-// implementation, to measure false alarms) and variants with ONE planted deviation each,
-// to prove the campaign catches that bug class. Arithmetic is emulated per format: every
+// Targets written in plain C++, torch-free: a correct one per op (an independent
+// implementation: the twin the mutants deviate from, and the tests' measure of false
+// alarms) and variants with ONE planted deviation each (the mutant catalog and the tests
+// build their mutants from these switches). Arithmetic is emulated per format: every
 // operation is done in double and rounded to the compute dtype, which is exactly what an
 // IEEE kernel in that dtype computes (double rounding is innocuous for +-*/ when
 // 53 >= 2p + 2, true for fp32, bf16 and fp16).
@@ -10,12 +11,13 @@
 
 #include "kernels/target.h"
 
-namespace detfuzz::testing {
+namespace detfuzz::kernels {
 
 struct NmsVariant {
   bool greater_equal = false;     // `>=` instead of `>` at the threshold
   bool assumes_sorted = false;    // visits boxes in input order
   bool storage_arithmetic = false;  // areas and IoU in the input dtype (fp16 overflow)
+  bool fp16_areas = false;          // areas rounded to fp16 whatever the input dtype
   bool int32_output = false;      // keep indices as int32: a dtype contract breach
   bool reverse_ties = true;       // equal scores visited by decreasing index
   bool unsupported_low_precision = false;  // raises Error{unsupported} for fp16/bf16
@@ -28,16 +30,19 @@ struct NmsVariant {
   std::size_t wrong_above_count = 0;
 };
 
-kernels::Target<NmsProblem> planted_nms(const std::string& name, NmsVariant variant = {});
+Target<NmsProblem> emulated_nms(const std::string& name, NmsVariant variant = {},
+                                 std::string description = "greedy NMS in plain C++, every step rounded to the accumulate type");
 
 struct BoxIouVariant {
   bool storage_arithmetic = false;  // every step in the input dtype
   bool fp64_output = false;         // dtype leak
   bool transposed = false;          // [M, N] instead of [N, M]
+  bool legacy_plus_one_area = false;  // areas as (x2 - x1 + 1)(y2 - y1 + 1), intersection without
   bool corrupt_every_third_call = false;  // shifts the first IoU on every third call
 };
 
-kernels::Target<BoxIouProblem> planted_box_iou(const std::string& name, BoxIouVariant variant = {});
+Target<BoxIouProblem> emulated_box_iou(const std::string& name, BoxIouVariant variant = {},
+                                        std::string description = "box IoU in plain C++, every step rounded to the accumulate type");
 
 struct RoiAlignVariant {
   bool ignores_spatial_scale = false;  // treats spatial_scale as 1.0
@@ -46,9 +51,10 @@ struct RoiAlignVariant {
 };
 
 // torchvision's RoIAlign forward, every step rounded to the accumulate type of the dtype.
-kernels::Target<RoiAlignProblem> planted_roi_align(const std::string& name, RoiAlignVariant variant = {});
+Target<RoiAlignProblem> emulated_roi_align(const std::string& name, RoiAlignVariant variant = {},
+                                            std::string description = "RoIAlign forward in plain C++");
 
 // IoU of two boxes computed the canonical way, every step rounded to `compute`.
 double emulated_iou(const Box& a, const Box& b, DType compute);
 
-}  // namespace detfuzz::testing
+}  // namespace detfuzz::kernels

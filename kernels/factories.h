@@ -1,0 +1,82 @@
+// Internal to kernels/ (torch-free): the target factories each op's adapter defines beside
+// its port (one op = one stem per folder), and the single switches that the mutant
+// catalog (kernels/mutants/) flips in them. A switch at its default is the library's
+// behaviour; the mutant is the port with that one line changed.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/target.h"
+
+namespace detfuzz::kernels {
+
+Target<NmsProblem> torchvision_nms_target(const KernelConfig& config);
+Target<BoxIouProblem> aten_box_iou_target();
+Target<BoxAreaProblem> aten_box_area_target();
+Target<BoxCoderProblem> aten_box_coder_target();
+Target<RegressionLossProblem> aten_regression_loss_target();
+
+// torchvision's fastrcnn_loss divides the box loss by labels.numel() (every sampled
+// proposal), which is never 0 when there is a proposal; the unguarded alternative divides
+// by the number of positives.
+enum class BoxLossNormalizer { sampled_proposals, positives_unguarded };
+Target<FastRcnnLossProblem> torchvision_fast_rcnn_loss_target(
+    BoxLossNormalizer normalizer = BoxLossNormalizer::sampled_proposals);
+
+// set_low_quality_matches_ takes each ground truth's best prediction (max over dim 1);
+// swapped takes each prediction's best ground truth (max over dim 0) instead.
+enum class LowQualityAxis { per_ground_truth, swapped };
+Target<MatcherProblem> torchvision_matcher_target(LowQualityAxis axis = LowQualityAxis::per_ground_truth);
+
+Target<BoxIouProblem> torchvision_generalized_box_iou_target();
+Target<GiouLossProblem> torchvision_giou_loss_target();
+std::vector<Target<BatchedNmsProblem>> aten_batched_nms_targets(const KernelConfig& config);
+Target<RoiAlignProblem> torchvision_roi_align_target(const KernelConfig& config);
+Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config);
+
+// The mutants of each family (kernels/mutants/<family>_mutants.cpp), named "mutant:<name>",
+// with the hidden correct twins that are not library targets ("twin:<op>").
+std::vector<Target<NmsProblem>> nms_mutants();
+std::vector<Target<BatchedNmsProblem>> batched_nms_mutants(const KernelConfig& config);
+std::vector<Target<BoxIouProblem>> box_iou_mutants();
+std::vector<Target<BoxCoderProblem>> box_coder_mutants();
+std::vector<Target<FastRcnnLossProblem>> fast_rcnn_loss_mutants();
+std::vector<Target<GiouLossProblem>> giou_loss_mutants();
+std::vector<Target<MatcherProblem>> matcher_mutants();
+std::vector<Target<RoiAlignProblem>> roi_align_mutants(const KernelConfig& config);
+std::vector<Target<RoiPoolProblem>> roi_pool_mutants(const KernelConfig& config);
+
+// A copy of `base` under `name` whose run goes through `deviation` (which may rewrite the
+// problem, the outputs, or both): the mutants that are a library target plus one change at
+// its boundary.
+template <class Problem>
+Target<Problem> deviating(Target<Problem> base, std::string name, std::string description,
+                          std::function<std::vector<HostTensor>(const Target<Problem>& base, const Problem&, DType, Device)>
+                              deviation) {
+  Target<Problem> target = base;
+  target.name = std::move(name);
+  target.description = std::move(description);
+  target.run = [base = std::move(base), deviation = std::move(deviation)](const Problem& p, DType dtype, Device device) {
+    return deviation(base, p, dtype, device);
+  };
+  return target;
+}
+
+// `twin` run on a copy of the problem that `rewrite` changed: a library op called with an
+// argument lost on the way (named "mutant:<name>").
+template <class Problem>
+Target<Problem> rewriting(Target<Problem> twin, const std::string& name, std::string description,
+                          std::function<void(Problem&)> rewrite) {
+  return deviating<Problem>(std::move(twin), "mutant:" + name, std::move(description),
+                            [rewrite = std::move(rewrite)](const Target<Problem>& base, const Problem& p, DType dtype,
+                                                           Device device) {
+                              Problem changed = p;
+                              rewrite(changed);
+                              return base.run(changed, dtype, device);
+                            });
+}
+
+}  // namespace detfuzz::kernels
