@@ -49,6 +49,14 @@ std::vector<Target<MatcherProblem>> matcher_mutants();
 std::vector<Target<RoiAlignProblem>> roi_align_mutants(const KernelConfig& config);
 std::vector<Target<RoiPoolProblem>> roi_pool_mutants(const KernelConfig& config);
 
+// `target` under another name and description: a port built with one switch flipped.
+template <class Problem>
+Target<Problem> renamed(Target<Problem> target, std::string name, std::string description) {
+  target.name = std::move(name);
+  target.description = std::move(description);
+  return target;
+}
+
 // A copy of `base` under `name` whose run goes through `deviation` (which may rewrite the
 // problem, the outputs, or both): the mutants that are a library target plus one change at
 // its boundary.

@@ -44,6 +44,15 @@ Availability cpu_only(Device device) {
   return {};
 }
 
+template <class Problem>
+Target<Problem> cpu_target(const std::string& name, std::string description) {
+  Target<Problem> target;
+  target.name = name;
+  target.description = std::move(description);
+  target.availability = cpu_only;
+  return target;
+}
+
 HostTensor tensor(std::vector<std::int64_t> shape, DType dtype, std::vector<double> values) {
   return {std::move(shape), std::string(dtype_name(dtype)), "cpu", std::move(values)};
 }
@@ -57,10 +66,7 @@ double emulated_iou(const Box& a, const Box& b, DType compute) {
 }
 
 Target<NmsProblem> emulated_nms(const std::string& name, NmsVariant variant, std::string description) {
-  Target<NmsProblem> target;
-  target.name = name;
-  target.description = std::move(description);
-  target.availability = cpu_only;
+  auto target = cpu_target<NmsProblem>(name, std::move(description));
   auto calls = std::make_shared<int>(0);
   target.run = [variant, calls](const NmsProblem& problem, DType dtype, Device) {
     if (variant.unsupported_low_precision && (dtype == DType::fp16 || dtype == DType::bf16))
@@ -101,10 +107,7 @@ Target<NmsProblem> emulated_nms(const std::string& name, NmsVariant variant, std
 }
 
 Target<BoxIouProblem> emulated_box_iou(const std::string& name, BoxIouVariant variant, std::string description) {
-  Target<BoxIouProblem> target;
-  target.name = name;
-  target.description = std::move(description);
-  target.availability = cpu_only;
+  auto target = cpu_target<BoxIouProblem>(name, std::move(description));
   auto calls = std::make_shared<int>(0);
   target.run = [variant, calls](const BoxIouProblem& problem, DType dtype, Device) {
     const Arithmetic m{variant.storage_arithmetic ? dtype : accumulate_type(dtype)};
@@ -124,10 +127,7 @@ Target<BoxIouProblem> emulated_box_iou(const std::string& name, BoxIouVariant va
 }
 
 Target<RoiAlignProblem> emulated_roi_align(const std::string& name, RoiAlignVariant variant, std::string description) {
-  Target<RoiAlignProblem> target;
-  target.name = name;
-  target.description = std::move(description);
-  target.availability = cpu_only;
+  auto target = cpu_target<RoiAlignProblem>(name, std::move(description));
   target.run = [variant](const RoiAlignProblem& p, DType dtype, Device) {
     const Arithmetic m{accumulate_type(dtype)};
     const FeatureMap& map = p.input;

@@ -21,10 +21,9 @@ std::vector<Target<GiouLossProblem>> giou_loss_mutants() {
 }
 
 std::vector<Target<FastRcnnLossProblem>> fast_rcnn_loss_mutants() {
-  Target<FastRcnnLossProblem> unguarded = torchvision_fast_rcnn_loss_target(BoxLossNormalizer::positives_unguarded);
-  unguarded.name = "mutant:fast_rcnn_loss_unguarded";
-  unguarded.description = "torchvision's fastrcnn_loss (ATen port) dividing the box loss by the number of positives";
-  return {unguarded};
+  return {renamed(torchvision_fast_rcnn_loss_target(BoxLossNormalizer::positives_unguarded),
+                  "mutant:fast_rcnn_loss_unguarded",
+                  "torchvision's fastrcnn_loss (ATen port) dividing the box loss by the number of positives")};
 }
 
 }  // namespace detfuzz::kernels

@@ -12,10 +12,8 @@
 namespace detfuzz::kernels {
 
 std::vector<Target<MatcherProblem>> matcher_mutants() {
-  Target<MatcherProblem> swapped = torchvision_matcher_target(LowQualityAxis::swapped);
-  swapped.name = "mutant:matcher_swapped_low_quality_axis";
-  swapped.description = "torchvision's Matcher (ATen port) with the low-quality argmax over the wrong axis";
-  return {swapped};
+  return {renamed(torchvision_matcher_target(LowQualityAxis::swapped), "mutant:matcher_swapped_low_quality_axis",
+                  "torchvision's Matcher (ATen port) with the low-quality argmax over the wrong axis")};
 }
 
 }  // namespace detfuzz::kernels
