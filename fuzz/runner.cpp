@@ -297,7 +297,7 @@ class WorkerRunner final : public CaseRunner {
         messages.push_back(request_json(op.name(), requests[i]));
         messages.back()["cmd"] = "run";
       }
-      const double case_timeout = timeout(requests[outcomes.size()]);
+      const double case_timeout = timeout(op, requests[outcomes.size()]);
       for (const Worker::Reply& reply : send_to_worker(messages, case_timeout)) {
         if (reply.outcome == Worker::Outcome::interrupted) return outcomes;
         const CaseRequest& request = requests[outcomes.size()];
@@ -322,13 +322,13 @@ class WorkerRunner final : public CaseRunner {
     nlohmann::json message = cell_json(op.name(), request.target, request.dtype, request.device);
     message["cmd"] = "judge";
     message["input"] = input;
-    Worker::Reply reply = send_to_worker({message}, timeout(request)).front();
+    Worker::Reply reply = send_to_worker({message}, timeout(op, request)).front();
     if (reply.outcome == Worker::Outcome::answered) {
       checked(reply.answer);
       return judgement_from(reply.answer);
     }
     compare::Judgement judgement;
-    judgement.verdicts.push_back(casualty(reply, timeout(request)));
+    judgement.verdicts.push_back(casualty(reply, timeout(op, request)));
     return judgement;
   }
 
@@ -369,8 +369,8 @@ class WorkerRunner final : public CaseRunner {
   }
 
  private:
-  double timeout(const CaseRequest& request) const {
-    return options_.case_timeout_s * (1.0 + request.max_boxes / 1000.0);
+  double timeout(const OpHarness& op, const CaseRequest& request) const {
+    return options_.case_timeout_s * (1.0 + static_cast<double>(op.largest_case(request.max_boxes)) / 1000.0);
   }
 
   static void checked(const nlohmann::json& answer) {

@@ -192,7 +192,7 @@ void add_isolation_options(CLI::App* command, IsolationSettings& settings) {
                       "process: kernels run in worker processes, a crash or hang is a finding; none: in this process")
       ->capture_default_str();
   command->add_option("--case-timeout", settings.case_timeout,
-                      "a case running longer (scaled by boxes / 1000 + 1) is a hang")
+                      "a case running longer (x (1 + the op's largest generated case / 1000)) is a hang")
       ->capture_default_str();
 }
 

@@ -207,6 +207,8 @@ std::unique_ptr<OpHarness> make_batched_nms_harness(std::vector<BatchedTarget> t
     const auto reference = oracles::batched_nms(p);
     return lists_side_by_side("keep", outputs.front().values, std::vector<double>(reference.begin(), reference.end()));
   };
+  const auto& switch_counts = gen::batched_nms_switch_counts();
+  definition.largest_generated = static_cast<std::size_t>(*std::max_element(switch_counts.begin(), switch_counts.end()));
   definition.probe = {{{0, 0, 2, 2}, {1, 1, 3, 3}}, {0.75, 0.5}, {0, 1}, 0.5, std::nullopt, false, -1};
   return std::make_unique<TypedOpHarness<BatchedNmsProblem>>(std::move(definition));
 }

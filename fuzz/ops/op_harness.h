@@ -101,6 +101,8 @@ class OpHarness {
                                         Device device) const = 0;
   // Boxes (or RoIs) in an input given as JSON.
   virtual std::size_t size_of(const nlohmann::json& input) const = 0;
+  // The most boxes a generated case of this op can have under --max-boxes `max_boxes`.
+  virtual std::size_t largest_case(int max_boxes) const = 0;
   // Evaluates a given input (a case file's) on `target` or on kOracleTarget.
   virtual Evaluation evaluate(const nlohmann::json& input, const std::string& target, DType dtype,
                               Device device) const = 0;

@@ -39,6 +39,9 @@ struct OpDefinition {
   std::function<nlohmann::json(const Problem&, DType)> oracle_json;
   std::function<std::string(const Problem&, const std::vector<HostTensor>&, DType)> side_by_side;
   Problem probe;  // a tiny valid input: a kernel that rejects it lacks the dtype/device
+  // Boxes the generator may draw whatever --max-boxes (batched_nms's switch counts): what
+  // a case's timeout scales with.
+  std::size_t largest_generated = 0;
 };
 
 // Runs a target and returns its outputs; anything it throws becomes a verdict of kind
@@ -243,6 +246,9 @@ class TypedOpHarness final : public OpHarness {
   }
 
   std::size_t size_of(const nlohmann::json& input) const override { return def_.size(def_.from_json(input)); }
+  std::size_t largest_case(int max_boxes) const override {
+    return std::max(static_cast<std::size_t>(std::max(max_boxes, 0)), def_.largest_generated);
+  }
 
   nlohmann::json generated_input(const CaseRequest& request) const override {
     return def_.to_json(generate(request).value());
