@@ -49,6 +49,7 @@ struct CellState {
   std::map<std::string, std::size_t> finding_by_signature;  // index into report.findings
   std::vector<double> case_errors;  // each case's largest normalized error
   double elapsed_s = 0;
+  std::map<std::string, double> profile_s;  // measured phases; `other` is derived
   bool done = false;
 };
 
@@ -97,6 +98,10 @@ reports::Report assemble(const Cells& cells, const reports::Report& findings_so_
   for (const auto& cell : cells) {
     reports::CellSummary summary = cell.summary;
     summary.elapsed_s = cell.elapsed_s;
+    summary.profile_s = cell.profile_s;
+    double measured = 0;
+    for (const auto& [phase, seconds] : cell.profile_s) measured += seconds;
+    if (cell.elapsed_s > 0) summary.profile_s["other"] = std::max(0.0, cell.elapsed_s - measured);
     summary.normalized_error_percentiles = percentiles(cell.case_errors);
     if (summary.status != "unsupported") {
       bool failed = false;
@@ -247,6 +252,10 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
       CaseOutcome& outcome = outcomes[b];
       const std::uint64_t index = cell->summary.cases;
       ++cell->summary.cases;
+      cell->profile_s["generation"] += outcome.times.generation_s;
+      cell->profile_s["kernel"] += outcome.times.kernel_s;
+      cell->profile_s["oracle"] += outcome.times.oracle_s;
+      cell->profile_s["comparison"] += outcome.times.comparison_s();
       ++snapshot.cases;
       cell->summary.max_normalized_error =
           std::max(cell->summary.max_normalized_error, outcome.judgement.max_normalized_error);
@@ -277,7 +286,9 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
                               snapshot.elapsed_s = seconds_since(start);
                               progress.tick(snapshot);
                             }};
+        const auto shrink_start = Clock::now();
         ShrinkResult shrunk = plan.op->shrink(request, verdict, limits, runner.input_judge(*plan.op, request));
+        cell->profile_s["minimization"] += seconds_since(shrink_start);
         snapshot.current_cell = plan.label();
 
         reports::FindingRecord finding;
@@ -308,6 +319,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         finding.minimize_s = shrunk.seconds;
         finding.replay = replay_command(plan.op->name(), plan.target, plan.dtype, plan.device,
                                         options.seed, index, options.max_boxes, options.hostile);
+        const auto io_start = Clock::now();
         if (!options.corpus_dir.empty()) {
           FindingOrigin origin{plan.op->name(), options.seed, index, outcome.size};
           finding.case_file = corpus::store_case(case_file_for(origin, request, shrunk, options.environment),
@@ -320,6 +332,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         progress.event(fmt::format("{} [{}] {}: {}", plan.label(), kind, verdict.property,
                                    shrunk.verdict.message));
         checkpoint_now();
+        cell->profile_s["io"] += seconds_since(io_start);
         if (options.stop_at_first_failure && report.findings.back().fails) first_failure_found = true;
       }
       if (first_failure_found) break;

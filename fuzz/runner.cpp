@@ -306,6 +306,10 @@ class WorkerRunner final : public CaseRunner {
           checked(reply.answer);
           outcome.judgement = judgement_from(reply.answer);
           outcome.size = reply.answer.value("size", static_cast<std::size_t>(0));
+          if (reply.answer.contains("times")) {
+            const auto& t = reply.answer.at("times");
+            outcome.times = {t.at(0).get<double>(), t.at(1).get<double>(), t.at(2).get<double>(), t.at(3).get<double>()};
+          }
         } else {
           // The case in flight killed its worker; the ones after it run on a fresh one.
           outcome.judgement.verdicts.push_back(casualty(reply, case_timeout));
@@ -438,6 +442,7 @@ nlohmann::json answer(const Registry& registry, const nlohmann::json& request) {
   }
   compare::Judgement judgement;
   std::size_t size = 0;
+  CaseTimes times;
   if (cmd == "run") {
     CaseRequest r{target, dtype, device, std::stoull(request.at("case_seed").get<std::string>()),
                   request.at("generator_size").get<int>(), request.at("max_boxes").get<int>(),
@@ -445,6 +450,7 @@ nlohmann::json answer(const Registry& registry, const nlohmann::json& request) {
     CaseOutcome outcome = op->run_case(r);
     judgement = std::move(outcome.judgement);
     size = outcome.size;
+    times = outcome.times;
   } else if (cmd == "judge") {
     judgement = op->judge_json(request.at("input"), target, dtype, device);
   } else if (cmd == "evaluate") {
@@ -460,7 +466,10 @@ nlohmann::json answer(const Registry& registry, const nlohmann::json& request) {
   }
   nlohmann::json verdicts = nlohmann::json::array();
   for (const auto& v : judgement.verdicts) verdicts.push_back(verdict_json(v));
-  return {{"verdicts", verdicts}, {"max_normalized_error", judgement.max_normalized_error}, {"size", size}};
+  return {{"verdicts", verdicts},
+          {"max_normalized_error", judgement.max_normalized_error},
+          {"size", size},
+          {"times", {times.generation_s, times.kernel_s, times.oracle_s, times.judge_s}}};
 }
 
 }  // namespace

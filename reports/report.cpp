@@ -40,6 +40,7 @@ nlohmann::json to_json(const Report& report) {
         c.max_normalized_error < 0 ? nlohmann::json(nullptr) : nlohmann::json(c.max_normalized_error);
     if (!c.reason.empty()) cell["reason"] = c.reason;
     if (!c.normalized_error_percentiles.empty()) cell["normalized_error_percentiles"] = c.normalized_error_percentiles;
+    if (!c.profile_s.empty()) cell["profile_s"] = c.profile_s;
     cells.push_back(cell);
   }
   nlohmann::json findings = nlohmann::json::array();
@@ -127,6 +128,34 @@ void print_summary(const Report& report, std::ostream& out) {
              report.elapsed_s, report.findings.size(),
              report.has_failing_finding() ? ", failing" : "",
              report.partial ? " (partial: interrupted)" : "");
+}
+
+void print_profile(const Report& report, std::ostream& out) {
+  fmt::print(out, "\nwhere the time went (share of each cell's wall time):\n");
+  fmt::print(out, "{:<44} {:>9} {:>8}", "cell", "cases/s", "wall s");
+  for (const char* phase : kProfilePhases) fmt::print(out, " {:>8.8}", phase);
+  fmt::print(out, "\n");
+  std::map<std::string, double> total;
+  double total_elapsed = 0;
+  std::uint64_t total_cases = 0;
+  for (const auto& c : report.cells) {
+    if (c.status == "unsupported" || c.elapsed_s <= 0) continue;
+    fmt::print(out, "{:<44.44} {:>9.0f} {:>8.1f}", fmt::format("{}/{}/{}", c.op, c.target, c.dtype),
+               c.cases / c.elapsed_s, c.elapsed_s);
+    for (const char* phase : kProfilePhases) {
+      const auto it = c.profile_s.find(phase);
+      const double seconds = it == c.profile_s.end() ? 0.0 : it->second;
+      total[phase] += seconds;
+      fmt::print(out, " {:>7.1f}%", 100 * seconds / c.elapsed_s);
+    }
+    total_elapsed += c.elapsed_s;
+    total_cases += c.cases;
+    fmt::print(out, "\n");
+  }
+  if (total_elapsed <= 0) return;
+  fmt::print(out, "{:<44} {:>9.0f} {:>8.1f}", "all cells", total_cases / total_elapsed, total_elapsed);
+  for (const char* phase : kProfilePhases) fmt::print(out, " {:>7.1f}%", 100 * total[phase] / total_elapsed);
+  fmt::print(out, "\n");
 }
 
 }  // namespace detfuzz::reports

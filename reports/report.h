@@ -27,6 +27,9 @@ struct CellSummary {
   std::map<std::string, double> normalized_error_percentiles;
   double elapsed_s = 0;
   std::map<std::string, std::uint64_t> occurrences_by_kind;  // cases per finding kind
+  // Seconds of elapsed_s by phase: generation, kernel, oracle, comparison, minimization,
+  // io, other (harness overhead: scheduling, worker round trips, bookkeeping).
+  std::map<std::string, double> profile_s;
 };
 
 struct FindingRecord {
@@ -66,5 +69,11 @@ nlohmann::json to_json(const Report& report);
 // Returns the path written; std::runtime_error naming the path otherwise.
 std::string write_report(const Report& report, const std::string& dir);
 void print_summary(const Report& report, std::ostream& out);
+// Per cell: cases/s and the share of its wall time in each profile phase (`run --profile`).
+void print_profile(const Report& report, std::ostream& out);
+
+// The phases of CellSummary::profile_s, in the order they are shown.
+inline constexpr const char* kProfilePhases[] = {"generation", "kernel",       "oracle", "comparison",
+                                                 "minimization", "io", "other"};
 
 }  // namespace detfuzz::reports

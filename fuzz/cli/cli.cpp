@@ -49,6 +49,7 @@ struct RunSettings {
   std::string minimize_budget = "10s";
   std::string corpus_dir;  // default: <report>/corpus
   std::string progress = "auto";
+  bool profile = false;
   IsolationSettings isolation;
 };
 
@@ -237,6 +238,7 @@ int run_command(const RunSettings& settings, const kernels::KernelConfig& kernel
   report.environment = options.environment;
   // The summary first: if the report cannot be written after all, the findings are on screen.
   reports::print_summary(report, std::cout);
+  if (settings.profile) reports::print_profile(report, std::cout);
   std::string path;
   try {
     path = reports::write_report(report, settings.report_dir);
@@ -556,6 +558,9 @@ int main_with_args(int argc, char** argv) {
   run->add_option("--corpus", settings.corpus_dir,
                   "directory for the case files of new findings (default: REPORT/corpus)");
   run->add_option("--progress", settings.progress, "auto, live, lines or none")->capture_default_str();
+  run->add_flag("--profile", settings.profile,
+                "print where each cell's time went (generation, kernel, oracle, comparison, minimization, I/O, "
+                "harness overhead) and cases/s; report.json has it always (cells[].profile_s)");
   add_isolation_options(run, settings.isolation);
 
   SelftestSettings selftest_settings;

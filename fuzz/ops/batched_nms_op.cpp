@@ -133,7 +133,8 @@ compare::Judgement judge(const BatchedNmsProblem& problem, const BatchedTarget& 
       judgement.verdicts.push_back(*breach);
     return judgement;
   }
-  compare::Judgement verdicts = compare::judge_batched_nms_output(problem, judgement.outputs, dtype, device);
+  compare::Judgement verdicts =
+      timed_oracle([&] { return compare::judge_batched_nms_output(problem, judgement.outputs, dtype, device); });
   judgement.verdicts = std::move(verdicts.verdicts);
   if (!judgement.consistent()) return judgement;
   if (auto verdict = class_union(problem, target, dtype, device, judgement.outputs.front().values))

@@ -25,7 +25,7 @@ bool hostile_row(const BoxCoderProblem& p, std::size_t i) {
 }
 
 std::vector<compare::ExpectedValue> expected_values(const BoxCoderProblem& p, DType dtype) {
-  const std::vector<oracles::OracleValue> reference = oracles::box_coder(p);
+  const std::vector<oracles::OracleValue> reference = timed_oracle([&] { return oracles::box_coder(p); });
   std::vector<compare::ExpectedValue> expected;
   for (std::size_t k = 0; k < reference.size(); ++k)
     expected.push_back(compare::expected_from(reference[k], dtype, kCoderBoundSafety, hostile_row(p, k / 4)));

@@ -85,7 +85,7 @@ compare::Judgement judge(const BoxIouProblem& problem, const BoxIouTarget& targe
                                    std::string(dtype_name(accumulate_type(dtype))),
                                    device};
   compare::Judgement judgement =
-      compare::compare_continuous(iou, expected_values(problem, dtype), contract, dtype);
+      compare::compare_continuous(iou, timed_oracle([&] { return expected_values(problem, dtype); }), contract, dtype);
   judgement.outputs = {iou};
   if (!judgement.consistent() || hostile) return judgement;
 
@@ -124,7 +124,7 @@ compare::Judgement judge_area(const BoxAreaProblem& p, const kernels::Target<Box
   const HostTensor& area = std::get<std::vector<HostTensor>>(run).front();
   // torchvision's contract: _upcast turns fp16/bf16 areas into fp32.
   compare::Judgement judgement = compare::compare_continuous(
-      area, area_expected(p, dtype),
+      area, timed_oracle([&] { return area_expected(p, dtype); }),
       {"area", {static_cast<std::int64_t>(p.boxes.size())}, std::string(dtype_name(accumulate_type(dtype))), device}, dtype);
   judgement.outputs = {area};
   return judgement;

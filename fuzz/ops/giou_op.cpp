@@ -30,7 +30,7 @@ bool any_hostile(const std::vector<Box>& boxes) { return std::any_of(boxes.begin
 // ---- generalized_box_iou ----
 
 std::vector<compare::ExpectedValue> pairwise_expected(const BoxIouProblem& p, DType dtype) {
-  const auto values = oracles::generalized_box_iou(p);
+  const auto values = timed_oracle([&] { return oracles::generalized_box_iou(p); });
   std::vector<compare::ExpectedValue> out;
   for (std::size_t k = 0; k < values.size(); ++k) {
     const std::size_t i = k / std::max<std::size_t>(p.boxes2.size(), 1), j = k % std::max<std::size_t>(p.boxes2.size(), 1);
@@ -57,7 +57,7 @@ compare::Judgement judge_pairwise(const BoxIouProblem& p, const kernels::Target<
 // ---- giou_loss ----
 
 std::vector<compare::ExpectedValue> loss_expected(const GiouLossProblem& p, DType dtype) {
-  const auto values = oracles::giou_loss(p);
+  const auto values = timed_oracle([&] { return oracles::giou_loss(p); });
   const bool reduced = p.reduction != RegressionLossProblem::Reduction::none;
   std::vector<compare::ExpectedValue> out;
   for (std::size_t i = 0; i < values.size(); ++i)

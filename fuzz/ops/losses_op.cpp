@@ -39,7 +39,7 @@ std::vector<double> oracle_values(const std::vector<oracles::LossValue>& losses)
 // ---- regression_loss ----
 
 std::vector<compare::ExpectedValue> regression_expected(const RegressionLossProblem& p, DType dtype) {
-  const std::vector<oracles::LossValue> losses = oracles::regression_loss(p);
+  const std::vector<oracles::LossValue> losses = timed_oracle([&] { return oracles::regression_loss(p); });
   const bool reduced = p.reduction != RegressionLossProblem::Reduction::none;
   std::vector<compare::ExpectedValue> out;
   for (std::size_t i = 0; i < losses.size(); ++i) {
@@ -85,7 +85,7 @@ std::vector<RegressionLossProblem> regression_smaller(const RegressionLossProble
 // ---- fast_rcnn_loss ----
 
 std::vector<compare::ExpectedValue> fast_rcnn_expected(const FastRcnnLossProblem& p, DType dtype) {
-  const std::vector<oracles::LossValue> losses = oracles::fast_rcnn_loss(p);
+  const std::vector<oracles::LossValue> losses = timed_oracle([&] { return oracles::fast_rcnn_loss(p); });
   return {expected(losses[0], dtype, any_hostile(p.class_logits)), expected(losses[1], dtype, any_hostile(p.box_regression))};
 }
 

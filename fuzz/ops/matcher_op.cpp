@@ -40,7 +40,7 @@ compare::Judgement judge(const MatcherProblem& p, const MatcherTarget& target, D
     return judgement;
   }
   if (hostile) return judgement;
-  const auto exact = oracles::matcher(p, DType::fp64);
+  const auto exact = timed_oracle([&] { return oracles::matcher(p, DType::fp64); });
   const std::int64_t wrong = first_wrong(matches.values, exact);
   if (wrong < 0 || first_wrong(matches.values, oracles::matcher(p, accumulate_type(dtype))) < 0) return judgement;
   const bool storage = first_wrong(matches.values, oracles::matcher(p, dtype)) < 0;

@@ -82,7 +82,7 @@ compare::Judgement judge(const NmsProblem& problem, const NmsTarget& target, DTy
   auto run = run_target(target, problem, dtype, device, false);
   if (auto* judgement = std::get_if<compare::Judgement>(&run)) return *judgement;
   const HostTensor& keep = std::get<std::vector<HostTensor>>(run).front();
-  compare::Judgement judgement = compare::judge_nms_output(problem, keep, dtype, device);
+  compare::Judgement judgement = timed_oracle([&] { return compare::judge_nms_output(problem, keep, dtype, device); });
   judgement.outputs = {keep};
   if (!judgement.consistent()) return judgement;
   if (auto verdict = scale_invariance(problem, target, dtype, device, keep))

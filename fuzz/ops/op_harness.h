@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz/compare/verdict.h"
+#include "fuzz/profile.h"
 #include "kernels/target.h"
 #include "model/dtype.h"
 #include "model/problems.h"
@@ -33,6 +34,7 @@ struct CaseRequest {
 struct CaseOutcome {
   compare::Judgement judgement;
   std::size_t size = 0;  // boxes in the case
+  CaseTimes times;       // where it ran (zero for a case whose worker died)
 };
 
 struct ShrinkLimits {

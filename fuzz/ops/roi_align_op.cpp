@@ -41,7 +41,7 @@ compare::Judgement judge(const RoiAlignProblem& problem, const RoiAlignTarget& t
   const HostTensor& output = std::get<std::vector<HostTensor>>(run).front();
   compare::OutputContract contract{"output", shape_of(problem), std::string(dtype_name(dtype)), device};
   compare::Judgement judgement =
-      compare::compare_continuous(output, expected_values(problem, dtype, taint), contract, dtype);
+      compare::compare_continuous(output, timed_oracle([&] { return expected_values(problem, dtype, taint); }), contract, dtype);
   judgement.outputs = {output};
   if (auto verdict = accepted_bad_batch_index(problem.rois, taint, problem.input.batch))
     judgement.verdicts.push_back(*verdict);

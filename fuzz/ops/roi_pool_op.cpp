@@ -34,7 +34,7 @@ compare::Judgement judge(const RoiPoolProblem& problem, const RoiPoolTarget& tar
   auto run = run_target(target, problem, dtype, device, taint.hostile, 2);
   if (auto* judgement = std::get_if<compare::Judgement>(&run)) return *judgement;
   const auto& outputs = std::get<std::vector<HostTensor>>(run);
-  compare::Judgement judgement = compare::compare_roi_pool(outputs[0], outputs[1], expected_options(problem, dtype, taint),
+  compare::Judgement judgement = compare::compare_roi_pool(outputs[0], outputs[1], timed_oracle([&] { return expected_options(problem, dtype, taint); }),
                                                            shape_of(problem), dtype, device);
   judgement.outputs = outputs;
   if (auto verdict = accepted_bad_batch_index(problem.rois, taint, problem.input.batch))

@@ -14,6 +14,7 @@
 #include "fuzz/gen/hostile.h"
 #include "fuzz/ops/minimize.h"
 #include "fuzz/ops/op_harness.h"
+#include "fuzz/profile.h"
 #include "fuzz/ops/render.h"
 #include "model/error.h"
 
@@ -51,7 +52,10 @@ std::variant<std::vector<HostTensor>, compare::Verdict> run_guarded(
     const kernels::Target<Problem>& target, const Problem& problem, DType dtype, Device device,
     const std::string& property = "kernel", std::size_t expected_outputs = 1) {
   try {
-    std::vector<HostTensor> outputs = target.run(problem, dtype, device);
+    std::vector<HostTensor> outputs = [&] {
+      PhaseTimer timer(Phase::kernel);
+      return target.run(problem, dtype, device);
+    }();
     if (outputs.size() < expected_outputs)
       return compare::Verdict{FindingKind::shape, "contract",
                               "the kernel returned " + std::to_string(outputs.size()) + " outputs, the op has " +
@@ -119,9 +123,20 @@ class TypedOpHarness final : public OpHarness {
   }
 
   CaseOutcome run_case(const CaseRequest& request) const override {
+    using Clock = std::chrono::steady_clock;
+    auto seconds_since = [](Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); };
+    CaseTimes& times = current_case_times();
+    times = {};
+    auto start = Clock::now();
     Problem problem = generate(request).value();
-    return {def_.judge(problem, find_target(request.target), request.dtype, request.device),
-            def_.size(problem)};
+    times.generation_s = seconds_since(start);
+    start = Clock::now();
+    CaseOutcome outcome;
+    outcome.judgement = def_.judge(problem, find_target(request.target), request.dtype, request.device);
+    outcome.size = def_.size(problem);
+    times.judge_s = seconds_since(start);
+    outcome.times = times;
+    return outcome;
   }
 
   ShrinkResult shrink(const CaseRequest& request, const compare::Verdict& observed,

@@ -67,6 +67,19 @@ TEST_F(Cli, CleanCampaignExitsZeroAndWritesTheReport) {
   EXPECT_EQ(json["cells"][1]["cases"], 50);
   EXPECT_EQ(json["cells"][1]["status"], "ok");
   EXPECT_NE(r.output.find("report: "), std::string::npos);
+  // The kernel and the oracle ran in a worker process: their times came back over the pipe.
+  EXPECT_GT(json["cells"][1]["profile_s"]["kernel"].get<double>(), 0.0);
+  EXPECT_GT(json["cells"][1]["profile_s"]["oracle"].get<double>(), 0.0);
+  EXPECT_GE(json["cells"][1]["profile_s"]["other"].get<double>(), 0.0);
+  EXPECT_EQ(r.output.find("where the time went"), std::string::npos);  // only with --profile
+}
+
+TEST_F(Cli, ProfilePrintsEachCellsShareOfTimeByPhase) {
+  Result r = detfuzz("run --ops box_iou --dtypes fp32 --cases 40 --progress none --profile --report " + dir());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("where the time went"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("box_iou/aten/fp32"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("minimiza"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, FailingFindingExitsOneWithAMinimalReplayableCase) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "fuzz/campaign.h"
 #include "fuzz/runner.h"
@@ -79,6 +80,31 @@ TEST(Campaign, CorrectNmsRaisesNoFalseAlarmInAnyDtype) {
   // Areas beyond fp32's range are range hazards (not failing), not false alarms.
   for (const auto& f : report.findings) EXPECT_EQ(f.kind, "overflow") << kinds(report);
   EXPECT_FALSE(report.has_failing_finding()) << kinds(report);
+}
+
+// --profile's numbers: each phase measured where it is spent; `other` is the rest of the
+// cell's wall time, so the phases add up to it. A kernel, an oracle or a generator that
+// stopped being timed would show 0 here.
+TEST(Campaign, ProfileSplitsEachCellsWallTimeIntoPhasesThatAddUp) {
+  Registry registry = nms_registry({kernels::emulated_nms("ge", flag(&NmsVariant::greater_equal))});
+  reports::Report report = run(registry, options({DType::fp32}, 800));
+  ASSERT_EQ(report.cells.size(), 1u);
+  const auto& cell = report.cells.front();
+  double sum = 0;
+  for (const char* phase : reports::kProfilePhases) {
+    ASSERT_TRUE(cell.profile_s.count(phase)) << phase;
+    EXPECT_GE(cell.profile_s.at(phase), 0.0) << phase;
+    sum += cell.profile_s.at(phase);
+  }
+  EXPECT_NEAR(sum, cell.elapsed_s, 1e-6 + 1e-3 * cell.elapsed_s);
+  EXPECT_GT(cell.profile_s.at("generation"), 0.0);
+  EXPECT_GT(cell.profile_s.at("kernel"), 0.0);
+  EXPECT_GT(cell.profile_s.at("oracle"), 0.0);
+  EXPECT_GT(cell.profile_s.at("minimization"), 0.0);  // the >= mutant is found and shrunk
+  std::ostringstream table;
+  reports::print_profile(report, table);
+  EXPECT_NE(table.str().find("nms/ge/fp32"), std::string::npos) << table.str();
+  EXPECT_NE(table.str().find("all cells"), std::string::npos) << table.str();
 }
 
 TEST(Campaign, CatchesGreaterEqualAtTheThresholdWithATwoBoxCase) {

@@ -1,0 +1,170 @@
+// Throughput of the oracles and comparators next to the torchvision CPU kernels they check,
+// on the same inputs (issue: "oracles that keep up"). Boxes: integer coordinates in a
+// 1024 x 1024 image, sides 8..135, distinct scores (exact in fp32), fixed seeds.
+// Run: ./build/bench/detfuzz_bench [--benchmark_filter=Nms]
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <random>
+#include <stdexcept>
+
+#include "fuzz/compare/batched_nms_compare.h"
+#include "fuzz/compare/nms_replay.h"
+#include "kernels/target.h"
+#include "oracles/batched_nms.h"
+#include "oracles/nms.h"
+#include "oracles/roi_align.h"
+
+namespace detfuzz {
+namespace {
+
+std::vector<Box> random_boxes(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> corner(0, 1023), side(8, 135);
+  std::vector<Box> boxes;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double x = corner(rng), y = corner(rng);
+    boxes.push_back({x, y, x + side(rng), y + side(rng)});
+  }
+  return boxes;
+}
+
+std::vector<double> distinct_scores(std::size_t n, std::uint64_t seed) {
+  std::vector<double> scores(n);
+  for (std::size_t i = 0; i < n; ++i) scores[i] = static_cast<double>(i) / static_cast<double>(n + 1);
+  std::shuffle(scores.begin(), scores.end(), std::mt19937_64(seed));
+  return scores;
+}
+
+NmsProblem nms_problem(std::size_t n) { return {random_boxes(n, 1), distinct_scores(n, 2), 0.5}; }
+
+BatchedNmsProblem batched_problem(std::size_t n) {
+  BatchedNmsProblem p;
+  p.boxes = random_boxes(n, 3);
+  p.scores = distinct_scores(n, 4);
+  for (std::size_t i = 0; i < n; ++i) p.classes.push_back(static_cast<std::int64_t>(i % 10));
+  p.iou_threshold = 0.5;
+  return p;
+}
+
+template <class Problem>
+const kernels::Target<Problem>& target_named(const std::vector<kernels::Target<Problem>>& targets,
+                                             const std::string& name) {
+  for (const auto& t : targets)
+    if (t.name == name) return t;
+  throw std::runtime_error("no target " + name);
+}
+
+const kernels::KernelConfig kConfig{};
+
+void max_rss(benchmark::State& state) {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  state.counters["max_rss_MiB"] = static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+void BM_NmsOracle(benchmark::State& state) {
+  const NmsProblem p = nms_problem(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(oracles::nms(p));
+}
+
+// The naive O(n^2) reference the sweep is tested against.
+void BM_NmsOracleQuadratic(benchmark::State& state) {
+  const NmsProblem p = nms_problem(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(oracles::nms_quadratic(p));
+}
+
+void BM_TorchvisionNms(benchmark::State& state) {
+  static const auto targets = kernels::nms_targets(kConfig);
+  const auto& torchvision = target_named(targets, "torchvision");
+  const NmsProblem p = nms_problem(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(torchvision.run(p, DType::fp32, Device::cpu));
+}
+
+// The whole NMS verdict: the oracle's replay of torchvision's kept set, with tolerances.
+void BM_NmsJudge(benchmark::State& state) {
+  static const auto targets = kernels::nms_targets(kConfig);
+  const NmsProblem p = nms_problem(static_cast<std::size_t>(state.range(0)));
+  const HostTensor keep = target_named(targets, "torchvision").run(p, DType::fp32, Device::cpu).front();
+  for (auto _ : state) benchmark::DoNotOptimize(compare::judge_nms_output(p, keep, DType::fp32, Device::cpu));
+}
+
+void BM_BatchedNmsOracle(benchmark::State& state) {
+  const BatchedNmsProblem p = batched_problem(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(oracles::batched_nms(p));
+  max_rss(state);
+}
+
+void BM_TorchvisionBatchedNms(benchmark::State& state) {
+  static const auto targets = kernels::batched_nms_targets(kConfig);
+  const auto& torchvision = target_named(targets, "torchvision");
+  const BatchedNmsProblem p = batched_problem(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(torchvision.run(p, DType::fp32, Device::cpu));
+  max_rss(state);
+}
+
+void BM_BatchedNmsJudge(benchmark::State& state) {
+  static const auto targets = kernels::batched_nms_targets(kConfig);
+  const BatchedNmsProblem p = batched_problem(static_cast<std::size_t>(state.range(0)));
+  const auto outputs = target_named(targets, "torchvision").run(p, DType::fp32, Device::cpu);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(compare::judge_batched_nms_output(p, outputs, DType::fp32, Device::cpu));
+  max_rss(state);
+}
+
+// 256 channels on a 200 x 256 map (a stride-4 FPN level of an 800 x 1024 image), 7 x 7
+// bins, 2 x 2 samples, RoIs of 32..512 pixels.
+RoiAlignProblem roi_align_problem(std::size_t rois) {
+  RoiAlignProblem p;
+  p.input = {1, 256, 200, 256, {}};
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> value(-4, 4);
+  p.input.values.resize(256 * 200 * 256);
+  for (double& v : p.input.values) v = static_cast<double>(static_cast<float>(value(rng)));
+  std::uniform_int_distribution<int> corner(0, 500), side(32, 512);
+  for (std::size_t i = 0; i < rois; ++i) {
+    const double x = corner(rng), y = corner(rng);
+    p.rois.push_back({0, x, y, x + side(rng), y + side(rng)});
+  }
+  p.spatial_scale = 0.25;
+  p.pooled_height = p.pooled_width = 7;
+  p.sampling_ratio = 2;
+  p.aligned = true;
+  return p;
+}
+
+void BM_RoiAlignOracle(benchmark::State& state) {
+  const RoiAlignProblem p = roi_align_problem(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(oracles::roi_align(p, DType::fp32));
+}
+
+void BM_TorchvisionRoiAlign(benchmark::State& state) {
+  static const auto targets = kernels::roi_align_targets(kConfig);
+  const auto& torchvision = target_named(targets, "torchvision");
+  const RoiAlignProblem p = roi_align_problem(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(torchvision.run(p, DType::fp32, Device::cpu));
+}
+
+#define DETFUZZ_BOX_SIZES ->Arg(10)->Arg(1000)->Arg(10000)->Arg(30000)->Unit(benchmark::kMillisecond)
+BENCHMARK(BM_NmsOracle) DETFUZZ_BOX_SIZES;
+BENCHMARK(BM_NmsOracleQuadratic)->Arg(10)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TorchvisionNms) DETFUZZ_BOX_SIZES;
+BENCHMARK(BM_NmsJudge) DETFUZZ_BOX_SIZES;
+BENCHMARK(BM_BatchedNmsOracle) DETFUZZ_BOX_SIZES;
+BENCHMARK(BM_TorchvisionBatchedNms) DETFUZZ_BOX_SIZES;
+BENCHMARK(BM_BatchedNmsJudge) DETFUZZ_BOX_SIZES;
+BENCHMARK(BM_RoiAlignOracle)->Arg(1)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TorchvisionRoiAlign)->Arg(1)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace detfuzz
+
+int main(int argc, char** argv) {
+  detfuzz::kernels::set_single_threaded();  // one core per kernel, as in the campaign's workers
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
