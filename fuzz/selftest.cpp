@@ -40,10 +40,10 @@ std::vector<std::string> unsupported_cells(const reports::Report& report) {
   return cells;
 }
 
-std::string dtype_list(const std::vector<DType>& dtypes) {
+std::vector<std::string> dtype_names(const std::vector<DType>& dtypes) {
   std::vector<std::string> names;
   for (DType d : dtypes) names.emplace_back(dtype_name(d));
-  return fmt::format("{}", fmt::join(names, ","));
+  return names;
 }
 
 nlohmann::json finding_json(const reports::FindingRecord& f) {
@@ -135,7 +135,7 @@ SelftestResult run_selftest(const Registry& registry, const SelftestOptions& opt
       alarms += finding.fails ? 1 : 0;
     }
     log << fmt::format("selftest: twin {}/{} ({}): {} cases, {} false alarms\n", twin.op, twin.target,
-                       dtype_list(twin.dtypes), twin.cases, alarms);
+                       fmt::join(dtype_names(twin.dtypes), ","), twin.cases, alarms);
     log.flush();
     result.twins.push_back(twin);
   }
@@ -146,12 +146,10 @@ SelftestResult run_selftest(const Registry& registry, const SelftestOptions& opt
 nlohmann::json to_json(const SelftestResult& result) {
   nlohmann::json mutants = nlohmann::json::array();
   for (const MutantScore& m : result.mutants) {
-    std::vector<std::string> dtypes;
-    for (DType d : m.spec.dtypes) dtypes.emplace_back(dtype_name(d));
     nlohmann::json entry = {{"name", m.spec.target},
                             {"op", m.spec.op},
                             {"twin", m.spec.twin},
-                            {"dtypes", dtypes},
+                            {"dtypes", dtype_names(m.spec.dtypes)},
                             {"mirrors", m.spec.mirrors},
                             {"caught", m.caught},
                             {"cases", m.cases},
@@ -170,11 +168,8 @@ nlohmann::json to_json(const SelftestResult& result) {
     mutants.push_back(entry);
   }
   nlohmann::json twins = nlohmann::json::array(), alarms = nlohmann::json::array(), hazards = nlohmann::json::array();
-  for (const TwinRun& t : result.twins) {
-    std::vector<std::string> dtypes;
-    for (DType d : t.dtypes) dtypes.emplace_back(dtype_name(d));
-    twins.push_back({{"op", t.op}, {"target", t.target}, {"dtypes", dtypes}, {"cases", t.cases}});
-  }
+  for (const TwinRun& t : result.twins)
+    twins.push_back({{"op", t.op}, {"target", t.target}, {"dtypes", dtype_names(t.dtypes)}, {"cases", t.cases}});
   for (const auto& f : result.false_alarms) alarms.push_back(finding_json(f));
   for (const auto& f : result.twin_hazards) hazards.push_back(finding_json(f));
   return {{"format", "detfuzz-selftest"},

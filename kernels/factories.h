@@ -64,9 +64,7 @@ template <class Problem>
 Target<Problem> deviating(Target<Problem> base, std::string name, std::string description,
                           std::function<std::vector<HostTensor>(const Target<Problem>& base, const Problem&, DType, Device)>
                               deviation) {
-  Target<Problem> target = base;
-  target.name = std::move(name);
-  target.description = std::move(description);
+  Target<Problem> target = renamed(base, std::move(name), std::move(description));
   target.run = [base = std::move(base), deviation = std::move(deviation)](const Problem& p, DType dtype, Device device) {
     return deviation(base, p, dtype, device);
   };

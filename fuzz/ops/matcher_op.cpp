@@ -42,8 +42,13 @@ compare::Judgement judge(const MatcherProblem& p, const MatcherTarget& target, D
   if (hostile) return judgement;
   const auto exact = timed_oracle([&] { return oracles::matcher(p, DType::fp64); });
   const std::int64_t wrong = first_wrong(matches.values, exact);
-  if (wrong < 0 || first_wrong(matches.values, oracles::matcher(p, accumulate_type(dtype))) < 0) return judgement;
-  const bool storage = first_wrong(matches.values, oracles::matcher(p, dtype)) < 0;
+  if (wrong < 0) return judgement;
+  // A wrong match may be the dtype's own rounding: the references in the accumulate and
+  // storage types say which (their time is oracle time too).
+  if (first_wrong(matches.values, timed_oracle([&] { return oracles::matcher(p, accumulate_type(dtype)); })) < 0)
+    return judgement;
+  const bool storage =
+      first_wrong(matches.values, timed_oracle([&] { return oracles::matcher(p, dtype); })) < 0;
   double best = -INFINITY;
   for (std::int64_t m = 0; m < p.ground_truths; ++m) best = std::max(best, p.quality[m * p.predictions + wrong]);
   judgement.verdicts.push_back(
