@@ -12,6 +12,8 @@
 #include "fuzz/compare/batched_nms_compare.h"
 #include "fuzz/compare/nms_replay.h"
 #include "kernels/target.h"
+#include "kernels/tensor_convert.h"
+#include "kernels/torchvision/dispatch.h"
 #include "oracles/batched_nms.h"
 #include "oracles/nms.h"
 #include "oracles/roi_align.h"
@@ -139,11 +141,38 @@ void BM_RoiAlignOracle(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(oracles::roi_align(p, DType::fp32));
 }
 
+// The naive version the oracle is tested against bit for bit.
+void BM_RoiAlignOracleReference(benchmark::State& state) {
+  const RoiAlignProblem p = roi_align_problem(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(oracles::roi_align_reference(p, DType::fp32));
+}
+
 void BM_TorchvisionRoiAlign(benchmark::State& state) {
   static const auto targets = kernels::roi_align_targets(kConfig);
   const auto& torchvision = target_named(targets, "torchvision");
   const RoiAlignProblem p = roi_align_problem(static_cast<std::size_t>(state.range(0)));
   for (auto _ : state) benchmark::DoNotOptimize(torchvision.run(p, DType::fp32, Device::cpu));
+}
+
+// The kernel alone: tensors built once, outside the timed loop (Target::run converts the
+// 13 M-value map on every call, which dwarfs the kernel at small RoI counts).
+void BM_TorchvisionRoiAlignKernel(benchmark::State& state) {
+  const kernels::LibraryStatus& library = kernels::load_torchvision(kConfig);
+  if (!library.loaded) {
+    state.SkipWithError(library.error.c_str());
+    return;
+  }
+  const auto op = kernels::find_op("torchvision::roi_align");
+  const RoiAlignProblem p = roi_align_problem(static_cast<std::size_t>(state.range(0)));
+  std::vector<double> flat;
+  for (const Roi& r : p.rois) flat.insert(flat.end(), {r.batch_index, r.x1, r.y1, r.x2, r.y2});
+  const at::Tensor input = kernels::values_tensor(p.input.values, DType::fp32, Device::cpu)
+                               .reshape({p.input.batch, p.input.channels, p.input.height, p.input.width});
+  const at::Tensor rois =
+      kernels::values_tensor(flat, DType::fp32, Device::cpu).reshape({static_cast<std::int64_t>(p.rois.size()), 5});
+  for (auto _ : state)
+    benchmark::DoNotOptimize(kernels::call_boxed(*op, {input, rois, p.spatial_scale, p.pooled_height, p.pooled_width,
+                                                      p.sampling_ratio, p.aligned}));
 }
 
 #define DETFUZZ_BOX_SIZES ->Arg(10)->Arg(1000)->Arg(10000)->Arg(30000)->Unit(benchmark::kMillisecond)
@@ -155,7 +184,9 @@ BENCHMARK(BM_BatchedNmsOracle) DETFUZZ_BOX_SIZES;
 BENCHMARK(BM_TorchvisionBatchedNms) DETFUZZ_BOX_SIZES;
 BENCHMARK(BM_BatchedNmsJudge) DETFUZZ_BOX_SIZES;
 BENCHMARK(BM_RoiAlignOracle)->Arg(1)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RoiAlignOracleReference)->Arg(1)->Arg(10)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TorchvisionRoiAlign)->Arg(1)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TorchvisionRoiAlignKernel)->Arg(1)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace detfuzz

@@ -6,8 +6,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "corpus/case_file.h"
 #include "fuzz/replay.h"
@@ -39,19 +43,30 @@ std::uint64_t splitmix64(std::uint64_t x) {
 // A cell's time slice: short enough that a slow cell cannot starve the others, long
 // enough that bookkeeping stays negligible.
 constexpr double kSliceSeconds = 0.05;
-// Cases per batch: enough to amortize a worker's round trip, few enough that a budget is
-// respected to within a batch of fast cases.
-constexpr std::size_t kBatch = 32;
+// Cases per batch: a batch should take about kBatchSeconds, enough to amortize what a
+// worker's round trip costs per batch (the worker idles while the campaign takes in one
+// batch and writes the next), little enough that a budget is kept to within a slice.
+constexpr double kBatchSeconds = 0.01;
+constexpr std::size_t kFirstBatch = 32, kMinBatch = 4, kMaxBatch = 512;
 
 struct CellState {
   CellPlan plan;
   reports::CellSummary summary;
-  std::map<std::string, std::size_t> finding_by_signature;  // index into report.findings
+  std::vector<reports::FindingRecord> findings;  // in the order the cell met them
+  std::map<std::string, std::size_t> finding_by_signature;  // index into `findings`
   std::vector<double> case_errors;  // each case's largest normalized error
   double elapsed_s = 0;
   std::map<std::string, double> profile_s;  // measured phases; `other` is derived
   bool done = false;
+  bool busy = false;  // a lane is running it
 };
+
+std::size_t batch_size(const CellState& cell) {
+  if (cell.summary.cases == 0 || cell.elapsed_s <= 0) return kFirstBatch;
+  const double per_case_s = cell.elapsed_s / static_cast<double>(cell.summary.cases);
+  return static_cast<std::size_t>(
+      std::clamp(kBatchSeconds / per_case_s, static_cast<double>(kMinBatch), static_cast<double>(kMaxBatch)));
+}
 
 nlohmann::json config_json(const CampaignOptions& options, const std::vector<CellPlan>& cells) {
   std::vector<std::string> dtypes, devices, fail_on, ops, targets;
@@ -90,11 +105,13 @@ std::map<std::string, double> percentiles(std::vector<double> values) {
 
 std::atomic<bool> g_stop{false};
 
-// The report as it stands: cells summarized, findings so far.
-template <class Cells>
-reports::Report assemble(const Cells& cells, const reports::Report& findings_so_far, Clock::time_point start) {
-  reports::Report report = findings_so_far;
+// The report as it stands: cells summarized, findings so far in cell order (whichever
+// lane ran them, and whenever).
+reports::Report assemble(const std::vector<CellState>& cells, const reports::Report& header,
+                         Clock::time_point start) {
+  reports::Report report = header;
   report.cells.clear();
+  report.findings.clear();
   for (const auto& cell : cells) {
     reports::CellSummary summary = cell.summary;
     summary.elapsed_s = cell.elapsed_s;
@@ -105,10 +122,11 @@ reports::Report assemble(const Cells& cells, const reports::Report& findings_so_
     summary.normalized_error_percentiles = percentiles(cell.case_errors);
     if (summary.status != "unsupported") {
       bool failed = false;
-      for (const auto& [signature, index] : cell.finding_by_signature) failed = failed || report.findings[index].fails;
+      for (const auto& finding : cell.findings) failed = failed || finding.fails;
       summary.status = failed ? "failed" : "ok";
     }
     report.cells.push_back(summary);
+    report.findings.insert(report.findings.end(), cell.findings.begin(), cell.findings.end());
   }
   report.elapsed_s = seconds_since(start);
   return report;
@@ -177,10 +195,17 @@ bool finding_fails(FindingKind kind, const std::vector<FindingKind>& fail_on) {
 
 reports::Report run_campaign(const Registry& registry, const CampaignOptions& options,
                              ProgressSink& progress, CaseRunner& runner) {
+  return run_campaign(registry, options, progress, std::vector<CaseRunner*>{&runner});
+}
+
+reports::Report run_campaign(const Registry& registry, const CampaignOptions& options,
+                             ProgressSink& progress, const std::vector<CaseRunner*>& lanes) {
+  if (lanes.empty()) throw Error(ErrorKind::internal, "run_campaign: no lane to run cases on");
   const std::vector<CellPlan> plans = plan_cells(registry, options);
   const auto start = Clock::now();
   reports::Report report;
   report.config = config_json(options, plans);
+  report.config["jobs"] = lanes.size();  // how it ran, not what it covers
 
   std::vector<CellState> cells;
   for (const auto& plan : plans) {
@@ -193,7 +218,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
     kernels::Availability availability = plan.op->availability(plan.target, plan.device);
     std::optional<std::string> unsupported;
     if (!availability.available) unsupported = availability.reason;
-    else unsupported = runner.unsupported_reason(*plan.op, plan.target, plan.dtype, plan.device);
+    else unsupported = lanes.front()->unsupported_reason(*plan.op, plan.target, plan.dtype, plan.device);
     if (unsupported) {
       cell.summary.status = "unsupported";
       cell.summary.reason = *unsupported;
@@ -203,6 +228,10 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
     cells.push_back(std::move(cell));
   }
 
+  // Lanes share the cells, the progress line and the checkpoints under `shared`; a cell is
+  // run by one lane at a time (`busy`), so its own state is the lane's while it holds it.
+  std::mutex shared;
+  std::condition_variable cell_released;
   ProgressSnapshot snapshot;
   snapshot.cells_total = cells.size();
   snapshot.cells_done = std::count_if(cells.begin(), cells.end(), [](const CellState& c) { return c.done; });
@@ -212,138 +241,194 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
     snapshot.planned_cases = runnable * *options.cases_per_cell;
   }
 
-  bool first_failure_found = false;
+  std::atomic<bool> first_failure_found{false}, lane_failed{false};
   auto budget_left = [&] {
-    return !stop_requested() && !first_failure_found &&
+    return !stop_requested() && !first_failure_found && !lane_failed &&
            (!options.budget_s || seconds_since(start) < *options.budget_s);
   };
   auto last_checkpoint = Clock::now();
-  auto checkpoint_now = [&] {
+  auto checkpoint_now = [&] {  // with `shared` held
     last_checkpoint = Clock::now();
     if (!options.checkpoint) return;
     reports::Report partial = assemble(cells, report, start);
     partial.partial = true;
     options.checkpoint(partial);
   };
-  while (budget_left()) {
-    CellState* cell = nullptr;
-    for (auto& candidate : cells)
-      if (!candidate.done && (!cell || candidate.elapsed_s < cell->elapsed_s)) cell = &candidate;
-    if (!cell) break;
-    const CellPlan& plan = cell->plan;
-    snapshot.current_cell = plan.label();
-    const auto slice_start = Clock::now();
-    while (seconds_since(slice_start) < kSliceSeconds && budget_left() && !cell->done) {
-      // A batch of cases: pipelined when they run in a worker.
-      std::vector<CaseRequest> requests;
-      for (std::uint64_t index = cell->summary.cases; requests.size() < kBatch; ++index) {
-        if (options.cases_per_cell && index >= *options.cases_per_cell) break;
-        requests.push_back({plan.target, plan.dtype, plan.device,
-                            case_seed(options.seed, plan.op->name(), plan.dtype, index), generator_size(index),
-                            options.max_boxes, options.hostile});
-      }
-      if (requests.empty()) {
-        cell->done = true;
-        break;
-      }
-      std::vector<CaseOutcome> outcomes = runner.run_cases(*plan.op, requests);
-      for (std::size_t b = 0; b < outcomes.size(); ++b) {
-      const CaseRequest& request = requests[b];
-      CaseOutcome& outcome = outcomes[b];
-      const std::uint64_t index = cell->summary.cases;
-      ++cell->summary.cases;
-      cell->profile_s["generation"] += outcome.times.generation_s;
-      cell->profile_s["kernel"] += outcome.times.kernel_s;
-      cell->profile_s["oracle"] += outcome.times.oracle_s;
-      cell->profile_s["comparison"] += outcome.times.comparison_s();
-      ++snapshot.cases;
-      cell->summary.max_normalized_error =
-          std::max(cell->summary.max_normalized_error, outcome.judgement.max_normalized_error);
-      if (outcome.judgement.max_normalized_error >= 0) cell->case_errors.push_back(outcome.judgement.max_normalized_error);
 
-      for (const auto& verdict : outcome.judgement.verdicts) {
-        const std::string kind(finding_kind_name(verdict.kind));
-        ++cell->summary.occurrences_by_kind[kind];
-        const std::string signature = fmt::format("{}/{}/{}", plan.label(), kind, verdict.property);
-        auto known = cell->finding_by_signature.find(signature);
-        if (known != cell->finding_by_signature.end()) {
-          ++report.findings[known->second].occurrences;
-          continue;
-        }
-        const double found_after_s = cell->elapsed_s + seconds_since(slice_start);
-        const bool slow = verdict.kind == FindingKind::crash || verdict.kind == FindingKind::hang;
-        double shrink_seconds = slow ? options.slow_minimize_budget_s : options.minimize_budget_s;
-        if (options.stop_at_first_failure && !finding_fails(verdict.kind, options.fail_on)) shrink_seconds = 0;
-        // A selftest's budget is for finding; its one finding is minimized in full.
-        if (options.budget_s && !options.stop_at_first_failure)
-          shrink_seconds = std::min(shrink_seconds, std::max(0.5, *options.budget_s - seconds_since(start)));
-        ShrinkLimits limits{Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(shrink_seconds)),
-                            options.minimize_max_evaluations,
-                            [&](int steps, std::size_t size) {
-                              snapshot.current_cell = fmt::format("minimizing {} {}: step {}, {} boxes",
-                                                                  plan.label(), kind, steps, size);
-                              snapshot.elapsed_s = seconds_since(start);
-                              progress.tick(snapshot);
-                            }};
-        const auto shrink_start = Clock::now();
-        ShrinkResult shrunk = plan.op->shrink(request, verdict, limits, runner.input_judge(*plan.op, request));
-        cell->profile_s["minimization"] += seconds_since(shrink_start);
-        snapshot.current_cell = plan.label();
-
-        reports::FindingRecord finding;
-        finding.op = plan.op->name();
-        finding.target = plan.target;
-        finding.dtype = cell->summary.dtype;
-        finding.device = cell->summary.device;
-        finding.kind = kind;
-        finding.property = verdict.property;
-        finding.signature = signature;
-        finding.message = shrunk.verdict.message;
-        if (!shrunk.reproducible)
-          finding.message += " (did not fail again when re-run: the kernel may be nondeterministic)";
-        finding.reproducible = shrunk.reproducible;
-        finding.fails = finding_fails(verdict.kind, options.fail_on);
-        finding.seed = options.seed;
-        finding.case_seed = request.case_seed;
-        finding.case_index = index;
-        finding.generator_size = request.generator_size;
-        finding.found_after_cases = index + 1;
-        finding.found_after_s = found_after_s;
-        finding.size = shrunk.size;
-        finding.original_size = outcome.size;
-        finding.shrink_steps = shrunk.steps;
-        finding.shrink_complete = shrunk.complete;
-        finding.input = shrunk.input;
-        finding.details = shrunk.verdict.details;
-        finding.minimize_s = shrunk.seconds;
-        finding.replay = replay_command(plan.op->name(), plan.target, plan.dtype, plan.device,
-                                        options.seed, index, options.max_boxes, options.hostile);
-        const auto io_start = Clock::now();
-        if (!options.corpus_dir.empty()) {
-          FindingOrigin origin{plan.op->name(), options.seed, index, outcome.size};
-          finding.case_file = corpus::store_case(case_file_for(origin, request, shrunk, options.environment),
-                                                 options.corpus_dir);
-        }
-        cell->finding_by_signature[signature] = report.findings.size();
-        report.findings.push_back(std::move(finding));
-        ++cell->summary.findings;
-        ++snapshot.findings;
-        progress.event(fmt::format("{} [{}] {}: {}", plan.label(), kind, verdict.property,
-                                   shrunk.verdict.message));
-        checkpoint_now();
-        cell->profile_s["io"] += seconds_since(io_start);
-        if (options.stop_at_first_failure && report.findings.back().fails) first_failure_found = true;
+  // The cell that has had the least time and that no lane holds; nullptr when every cell
+  // is done (or the campaign is over), after waiting for held ones to come back.
+  auto take_cell = [&]() -> CellState* {
+    std::unique_lock<std::mutex> lock(shared);
+    for (;;) {
+      if (!budget_left()) return nullptr;
+      CellState* cell = nullptr;
+      bool any_busy = false;
+      for (auto& candidate : cells) {
+        any_busy = any_busy || candidate.busy;
+        if (!candidate.done && !candidate.busy && (!cell || candidate.elapsed_s < cell->elapsed_s)) cell = &candidate;
       }
-      if (first_failure_found) break;
+      if (cell) {
+        cell->busy = true;
+        return cell;
       }
-      snapshot.elapsed_s = seconds_since(start);
-      progress.tick(snapshot);
+      if (!any_busy) return nullptr;
+      cell_released.wait_for(lock, std::chrono::milliseconds(100));
     }
-    cell->elapsed_s += seconds_since(slice_start);
-    if (cell->done) ++snapshot.cells_done;
-    if (seconds_since(last_checkpoint) > options.checkpoint_interval_s) checkpoint_now();
-  }
+  };
+
+  // One case's results into its cell (whose lane calls this); a new signature is minimized
+  // without holding `shared`, so the other lanes go on meanwhile.
+  auto process_outcome = [&](CellState& cell, const CaseRequest& request, const CaseOutcome& outcome,
+                             CaseRunner& runner, Clock::time_point slice_start) {
+    const CellPlan& plan = cell.plan;
+    std::unique_lock<std::mutex> lock(shared);
+    const std::uint64_t index = cell.summary.cases;
+    ++cell.summary.cases;
+    cell.profile_s["generation"] += outcome.times.generation_s;
+    cell.profile_s["kernel"] += outcome.times.kernel_s;
+    cell.profile_s["oracle"] += outcome.times.oracle_s;
+    cell.profile_s["comparison"] += outcome.times.comparison_s();
+    ++snapshot.cases;
+    cell.summary.max_normalized_error =
+        std::max(cell.summary.max_normalized_error, outcome.judgement.max_normalized_error);
+    if (outcome.judgement.max_normalized_error >= 0) cell.case_errors.push_back(outcome.judgement.max_normalized_error);
+
+    for (const auto& verdict : outcome.judgement.verdicts) {
+      const std::string kind(finding_kind_name(verdict.kind));
+      ++cell.summary.occurrences_by_kind[kind];
+      const std::string signature = fmt::format("{}/{}/{}", plan.label(), kind, verdict.property);
+      auto known = cell.finding_by_signature.find(signature);
+      if (known != cell.finding_by_signature.end()) {
+        ++cell.findings[known->second].occurrences;
+        continue;
+      }
+      const double found_after_s = cell.elapsed_s + seconds_since(slice_start);
+      const bool slow = verdict.kind == FindingKind::crash || verdict.kind == FindingKind::hang;
+      double shrink_seconds = slow ? options.slow_minimize_budget_s : options.minimize_budget_s;
+      if (options.stop_at_first_failure && !finding_fails(verdict.kind, options.fail_on)) shrink_seconds = 0;
+      // A selftest's budget is for finding; its one finding is minimized in full.
+      if (options.budget_s && !options.stop_at_first_failure)
+        shrink_seconds = std::min(shrink_seconds, std::max(0.5, *options.budget_s - seconds_since(start)));
+      lock.unlock();
+      ShrinkLimits limits{Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(shrink_seconds)),
+                          options.minimize_max_evaluations,
+                          [&](int steps, std::size_t size) {
+                            std::lock_guard<std::mutex> hold(shared);
+                            snapshot.current_cell = fmt::format("minimizing {} {}: step {}, {} boxes",
+                                                                plan.label(), kind, steps, size);
+                            snapshot.elapsed_s = seconds_since(start);
+                            progress.tick(snapshot);
+                          }};
+      const auto shrink_start = Clock::now();
+      ShrinkResult shrunk = plan.op->shrink(request, verdict, limits, runner.input_judge(*plan.op, request));
+      const double shrink_s = seconds_since(shrink_start);
+
+      reports::FindingRecord finding;
+      finding.op = plan.op->name();
+      finding.target = plan.target;
+      finding.dtype = cell.summary.dtype;
+      finding.device = cell.summary.device;
+      finding.kind = kind;
+      finding.property = verdict.property;
+      finding.signature = signature;
+      finding.message = shrunk.verdict.message;
+      if (!shrunk.reproducible)
+        finding.message += " (did not fail again when re-run: the kernel may be nondeterministic)";
+      finding.reproducible = shrunk.reproducible;
+      finding.fails = finding_fails(verdict.kind, options.fail_on);
+      finding.seed = options.seed;
+      finding.case_seed = request.case_seed;
+      finding.case_index = index;
+      finding.generator_size = request.generator_size;
+      finding.found_after_cases = index + 1;
+      finding.found_after_s = found_after_s;
+      finding.size = shrunk.size;
+      finding.original_size = outcome.size;
+      finding.shrink_steps = shrunk.steps;
+      finding.shrink_complete = shrunk.complete;
+      finding.input = shrunk.input;
+      finding.details = shrunk.verdict.details;
+      finding.minimize_s = shrunk.seconds;
+      finding.replay = replay_command(plan.op->name(), plan.target, plan.dtype, plan.device, options.seed, index,
+                                      options.max_boxes, options.hostile);
+      const auto io_start = Clock::now();
+      if (!options.corpus_dir.empty()) {
+        FindingOrigin origin{plan.op->name(), options.seed, index, outcome.size};
+        finding.case_file =
+            corpus::store_case(case_file_for(origin, request, shrunk, options.environment), options.corpus_dir);
+      }
+      const bool fails = finding.fails;
+      lock.lock();
+      cell.profile_s["minimization"] += shrink_s;
+      snapshot.current_cell = plan.label();
+      cell.finding_by_signature[signature] = cell.findings.size();
+      cell.findings.push_back(std::move(finding));
+      ++cell.summary.findings;
+      ++snapshot.findings;
+      progress.event(fmt::format("{} [{}] {}: {}", plan.label(), kind, verdict.property, shrunk.verdict.message));
+      checkpoint_now();
+      cell.profile_s["io"] += seconds_since(io_start);
+      if (options.stop_at_first_failure && fails) first_failure_found = true;
+    }
+  };
+
+  auto run_lane = [&](CaseRunner& runner) {
+    while (CellState* cell = take_cell()) {
+      const CellPlan& plan = cell->plan;
+      const auto slice_start = Clock::now();
+      {
+        std::lock_guard<std::mutex> lock(shared);
+        snapshot.current_cell = plan.label();
+      }
+      while (seconds_since(slice_start) < kSliceSeconds && budget_left() && !cell->done) {
+        // A batch of cases: pipelined when they run in a worker.
+        std::vector<CaseRequest> requests;
+        const std::size_t batch = batch_size(*cell);
+        for (std::uint64_t index = cell->summary.cases; requests.size() < batch; ++index) {
+          if (options.cases_per_cell && index >= *options.cases_per_cell) break;
+          requests.push_back({plan.target, plan.dtype, plan.device,
+                              case_seed(options.seed, plan.op->name(), plan.dtype, index), generator_size(index),
+                              options.max_boxes, options.hostile});
+        }
+        if (requests.empty()) {
+          cell->done = true;
+          break;
+        }
+        std::vector<CaseOutcome> outcomes = runner.run_cases(*plan.op, requests);
+        for (std::size_t b = 0; b < outcomes.size(); ++b) {
+          process_outcome(*cell, requests[b], outcomes[b], runner, slice_start);
+          if (first_failure_found) break;
+        }
+        std::lock_guard<std::mutex> lock(shared);
+        snapshot.elapsed_s = seconds_since(start);
+        progress.tick(snapshot);
+      }
+      std::lock_guard<std::mutex> lock(shared);
+      cell->elapsed_s += seconds_since(slice_start);
+      cell->busy = false;
+      if (cell->done) ++snapshot.cells_done;
+      if (seconds_since(last_checkpoint) > options.checkpoint_interval_s) checkpoint_now();
+      cell_released.notify_all();
+    }
+  };
+
+  std::exception_ptr failure;
+  auto guarded_lane = [&](CaseRunner& runner) {
+    try {
+      run_lane(runner);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(shared);
+      if (!failure) failure = std::current_exception();
+      lane_failed = true;
+      cell_released.notify_all();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (std::size_t lane = 1; lane < lanes.size(); ++lane) threads.emplace_back(guarded_lane, std::ref(*lanes[lane]));
+  guarded_lane(*lanes.front());
+  for (auto& thread : threads) thread.join();
+  if (failure) std::rethrow_exception(failure);
   progress.finish();
   report = assemble(cells, report, start);
   report.partial = stop_requested();

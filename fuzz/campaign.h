@@ -74,4 +74,10 @@ class CaseRunner;
 reports::Report run_campaign(const Registry& registry, const CampaignOptions& options,
                              ProgressSink& progress, CaseRunner& runner);
 
+// The same with one thread per lane, each running whole cells through its own runner (its
+// own worker process): a cell's cases, findings and minimized cases are those of a
+// one-lane campaign, and the report lists them in cell order whichever lane ran them.
+reports::Report run_campaign(const Registry& registry, const CampaignOptions& options,
+                             ProgressSink& progress, const std::vector<CaseRunner*>& lanes);
+
 }  // namespace detfuzz::fuzz

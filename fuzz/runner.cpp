@@ -106,7 +106,7 @@ class Worker {
   void warm_up() {
     if (pid_ > 0) return;
     start();
-    pinged_ = send({{"cmd", "ping"}});
+    pinged_ = send(nlohmann::json{{"cmd", "ping"}}.dump() + "\n");
   }
 
   Worker(const WorkerOptions& options, int index) : options_(options) {
@@ -127,10 +127,13 @@ class Worker {
       Reply ready = receive(120.0);
       if (ready.outcome != Outcome::answered) return {ready};
     }
-    write_ahead(messages);
+    // The whole batch in one write: a system call per case is a measurable share of a
+    // fast op's case.
+    std::string lines;
+    for (const auto& message : messages) lines += message.dump() + "\n";
+    write_ahead(lines);
+    if (!send(lines)) return {died()};
     std::vector<Reply> replies;
-    for (const auto& message : messages)
-      if (!send(message)) return {died()};
     for (std::size_t i = 0; i < messages.size(); ++i) {
       replies.push_back(receive(timeout_s));
       if (replies.back().outcome != Outcome::answered) break;
@@ -170,17 +173,14 @@ class Worker {
     buffer_.clear();
   }
 
-  void write_ahead(const std::vector<nlohmann::json>& messages) {
+  void write_ahead(const std::string& lines) {
     // The cases about to run, one per line, on disk before they run: what a person finds
     // after the whole campaign died. Replaced atomically, but not fsync'ed: this runs for
     // every batch.
-    std::string lines;
-    for (const auto& message : messages) lines += message.dump() + "\n";
     corpus::write_file_atomically(inflight_path_, lines, false);
   }
 
-  bool send(const nlohmann::json& message) {
-    const std::string line = message.dump() + "\n";
+  bool send(const std::string& line) {
     for (std::size_t written = 0; written < line.size();) {
       const ssize_t n = ::write(to_, line.data() + written, line.size() - written);
       if (n < 0 && errno == EINTR) continue;

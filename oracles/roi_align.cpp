@@ -141,13 +141,16 @@ void local_slopes(const FeatureMap& map, std::int64_t n, std::int64_t c, const S
   const std::int64_t r1 = std::min<std::int64_t>(map.height - 1, s.y_high + radius);
   const std::int64_t c0 = std::max<std::int64_t>(0, s.x_low - radius);
   const std::int64_t c1 = std::min<std::int64_t>(map.width - 1, s.x_high + radius);
-  slope_x = slope_y = 0;
-  for (std::int64_t row = r0; row <= r1; ++row)
-    for (std::int64_t col = c0; col <= c1; ++col) {
-      const double v = map.at(n, c, row, col);
-      if (col < c1) slope_x = std::max(slope_x, std::fabs(map.at(n, c, row, col + 1) - v));
-      if (row < r1) slope_y = std::max(slope_y, std::fabs(map.at(n, c, row + 1, col) - v));
-    }
+  const double* plane = &map.values[static_cast<std::size_t>((n * map.channels + c) * map.height * map.width)];
+  double sx = 0, sy = 0;
+  for (std::int64_t row = r0; row <= r1; ++row) {
+    const double* here = plane + row * map.width;
+    for (std::int64_t col = c0; col < c1; ++col) sx = std::max(sx, std::fabs(here[col + 1] - here[col]));
+    if (row < r1)
+      for (std::int64_t col = c0; col <= c1; ++col) sy = std::max(sy, std::fabs(here[col + map.width] - here[col]));
+  }
+  slope_x = sx;
+  slope_y = sy;
 }
 
 struct ElementResult {
@@ -156,14 +159,167 @@ struct ElementResult {
   bool range_ok;
 };
 
+// The formats a tier reads (its own and fp64), each once: what the lean arithmetic tracks.
+struct ActiveFormats {
+  std::size_t index[3]{};  // into kFloatDTypes
+  int count = 0;
+  int slot_of_tier[kTiers]{};
+  int fp64_slot = 0;
+  const FloatFormat* format[3]{};
+  double subnormal_half_spacing[3]{};
+};
+
+ActiveFormats active_formats(const Tiers& tiers) {
+  ActiveFormats a;
+  auto slot = [&](std::size_t index) {
+    for (int i = 0; i < a.count; ++i)
+      if (a.index[i] == index) return i;
+    a.index[a.count] = index;
+    a.format[a.count] = &float_format(kFloatDTypes[index]);
+    a.subnormal_half_spacing[a.count] =
+        std::ldexp(1.0, a.format[a.count]->min_normal_exponent - a.format[a.count]->precision_bits);
+    return a.count++;
+  };
+  for (int tier = 0; tier < kTiers; ++tier) a.slot_of_tier[tier] = slot(tiers.format[tier]);
+  a.fp64_slot = slot(tiers.fp64);
+  return a;
+}
+
+// ErrorTracker's arithmetic (running_error.cpp) for the formats a tier reads only, inline,
+// with the range noted for the strict format only: the per-channel loop runs it for every
+// sample of every bin of every channel. Same formulas in the same order, so the results
+// are bit for bit the tracker's (RoiAlignOracle.LeanArithmeticIsTheTrackers holds it to
+// that).
+struct Lean {
+  double value = 0;
+  double error[3]{};
+};
+
+class LeanTracker {
+ public:
+  LeanTracker(const ActiveFormats& active, const FloatFormat& strict) : a_(active), strict_(strict) {}
+
+  Lean input(double value) {
+    note_range(value);
+    Lean result{value, {}};
+    for (int i = 0; i < a_.count; ++i)
+      result.error[i] = representable_in(i, value) ? 0.0 : half_ulp(kFloatDTypes[a_.index[i]], value);
+    return result;
+  }
+  Lean from(const Tracked& t) const {
+    Lean result{t.value, {}};
+    for (int i = 0; i < a_.count; ++i) result.error[i] = t.error[a_.index[i]];
+    return result;
+  }
+  Lean add(const Lean& x, const Lean& y) {
+    const double s = x.value + y.value;
+    double propagated[3];
+    for (int i = 0; i < a_.count; ++i) propagated[i] = x.error[i] + y.error[i];
+    return rounded(s, sum_rounding_error(x.value, y.value), propagated);
+  }
+  Lean mul(const Lean& x, const Lean& y) {
+    const double p = x.value * y.value;
+    double propagated[3];
+    for (int i = 0; i < a_.count; ++i) propagated[i] = std::fabs(y.value) * x.error[i] + std::fabs(x.value) * y.error[i];
+    return rounded(p, std::fma(x.value, y.value, -p), propagated);
+  }
+  Lean div(const Lean& x, const Lean& y) {
+    const double q = x.value / y.value;
+    double propagated[3];
+    for (int i = 0; i < a_.count; ++i) propagated[i] = (x.error[i] + std::fabs(q) * y.error[i]) / std::fabs(y.value);
+    return rounded(q, std::fma(q, y.value, -x.value), propagated);
+  }
+  bool in_range() const { return in_range_; }
+
+ private:
+  bool representable_in(int slot, double value) const {
+    const std::size_t index = a_.index[slot];
+    if (kFloatDTypes[index] == DType::fp64) return true;
+    if (kFloatDTypes[index] == DType::fp32 && std::isfinite(value))
+      return static_cast<double>(static_cast<float>(value)) == value;
+    return representable(kFloatDTypes[index], value);
+  }
+  void note_range(double value) {
+    const double magnitude = std::fabs(value);
+    if (!std::isfinite(value) || magnitude > strict_.max_finite || (magnitude != 0 && magnitude < strict_.min_normal))
+      in_range_ = false;
+  }
+  Lean rounded(double value, double residual, const double* propagated) {
+    note_range(value);
+    Lean result{value, {}};
+    const bool exact_in_double = residual == 0 && propagated[a_.fp64_slot] == 0;
+    for (int i = 0; i < a_.count; ++i) {
+      const bool exact = exact_in_double && propagated[i] == 0 && representable_in(i, value);
+      result.error[i] = exact ? 0.0 : propagated[i] + a_.format[i]->unit_roundoff * std::fabs(value);
+      if (!exact && std::fabs(value) < a_.format[i]->min_normal) result.error[i] += a_.subnormal_half_spacing[i];
+    }
+    return result;
+  }
+
+  const ActiveFormats& a_;
+  const FloatFormat& strict_;
+  bool in_range_ = true;
+};
+
+// One element (channel c of a bin) in lean arithmetic: the tracker loop of evaluate_roi,
+// statement for statement.
+void lean_element(const RoiAlignProblem& p, std::int64_t n, std::int64_t c, const std::vector<Sample>& samples,
+                  const ActiveFormats& active, const FloatFormat& strict, const Tracked& count_tracked,
+                  ElementResult& r) {
+  const FeatureMap& map = p.input;
+  LeanTracker values(active, strict);
+  auto widened_lean = [&](const Lean& x, int tier) {
+    return kSafety * (x.error[active.slot_of_tier[tier]] + x.error[active.fp64_slot]);
+  };
+  Lean sum = values.input(0.0);
+  double flip_low[kTiers]{}, flip_high[kTiers]{}, extra_error[kTiers]{};
+  for (const Sample& s : samples) {
+    if (!s.inside && !s.ambiguous[0] && !s.ambiguous[1]) continue;
+    const double v[4] = {map.at(n, c, s.y_low, s.x_low), map.at(n, c, s.y_low, s.x_high),
+                         map.at(n, c, s.y_high, s.x_low), map.at(n, c, s.y_high, s.x_high)};
+    Lean term = values.mul(values.from(s.weight[0]), values.input(v[0]));
+    for (int k = 1; k < 4; ++k) term = values.add(term, values.mul(values.from(s.weight[k]), values.input(v[k])));
+    const int radius = 1 + static_cast<int>(std::ceil(std::max(s.error_y[1], s.error_x[1])));
+    double slope_x, slope_y;
+    local_slopes(map, n, c, s, radius, slope_x, slope_y);
+    for (int tier = 0; tier < kTiers; ++tier) {
+      extra_error[tier] += slope_x * s.error_x[tier] + slope_y * s.error_y[tier];
+      if (s.ambiguous[tier]) {
+        const double change = s.inside ? -term.value : term.value;
+        flip_low[tier] += std::min(0.0, change);
+        flip_high[tier] += std::max(0.0, change);
+        extra_error[tier] += widened_lean(term, tier);
+      }
+    }
+    if (s.inside) sum = values.add(sum, term);
+  }
+  const Lean count = values.from(count_tracked);
+  const Lean average = values.div(sum, count);
+  r.value = average.value;
+  for (int tier = 0; tier < kTiers; ++tier) {
+    r.tier[tier].low = (sum.value + flip_low[tier]) / count.value;
+    r.tier[tier].high = (sum.value + flip_high[tier]) / count.value;
+    r.tier[tier].bound = widened_lean(average, tier) + extra_error[tier] / count.value;
+  }
+  r.range_ok = values.in_range();
+}
+
+// How the per-channel arithmetic is tracked: the general ErrorTracker (the reference) or
+// its lean specialization (the oracle).
+enum class Arithmetic { tracker, lean };
+
 // The elements of one RoI (channels x bins) for one grid count.
-std::vector<ElementResult> evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int grid_h,
-                                        int grid_w, const Tiers& tiers, std::size_t strict_format) {
+// Into `results` (resized; reused across RoIs, since a RoI's elements run to megabytes).
+void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int grid_h, int grid_w,
+                  const Tiers& tiers, std::size_t strict_format, Arithmetic arithmetic,
+                  std::vector<ElementResult>& results) {
+  const ActiveFormats active = active_formats(tiers);
+  const FloatFormat& strict = float_format(kFloatDTypes[strict_format]);
   const FeatureMap& map = p.input;
   const auto n = static_cast<std::int64_t>(roi.batch_index);
   ErrorTracker& t = g.tracker;
   const Tracked count = t.input(std::max(grid_h * grid_w, 1));
-  std::vector<ElementResult> results(static_cast<std::size_t>(map.channels * p.pooled_height * p.pooled_width));
+  results.resize(static_cast<std::size_t>(map.channels * p.pooled_height * p.pooled_width));
   for (std::int64_t ph = 0; ph < p.pooled_height; ++ph) {
     const auto ys = positions(t, g.start_h, g.bin_h, static_cast<int>(ph), grid_h);
     for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
@@ -172,6 +328,12 @@ std::vector<ElementResult> evaluate_roi(const RoiAlignProblem& p, const Roi& roi
       for (const Tracked& y : ys)
         for (const Tracked& x : xs) samples.push_back(make_sample(y, x, map.height, map.width, tiers, t));
       for (std::int64_t c = 0; c < map.channels; ++c) {
+        ElementResult& r = results[static_cast<std::size_t>((c * p.pooled_height + ph) * p.pooled_width + pw)];
+        if (arithmetic == Arithmetic::lean) {
+          lean_element(p, n, c, samples, active, strict, count, r);
+          r.range_ok = r.range_ok && t.in_range()[strict_format];
+          continue;
+        }
         ErrorTracker values;
         BinSum bin{values.input(0.0)};
         for (const Sample& s : samples) {
@@ -195,7 +357,6 @@ std::vector<ElementResult> evaluate_roi(const RoiAlignProblem& p, const Roi& roi
           if (s.inside) bin.sum = values.add(bin.sum, term);
         }
         const Tracked average = values.div(bin.sum, count);
-        ElementResult& r = results[static_cast<std::size_t>((c * p.pooled_height + ph) * p.pooled_width + pw)];
         r.value = average.value;
         for (int tier = 0; tier < kTiers; ++tier) {
           r.tier[tier].low = (bin.sum.value + bin.flip_low[tier]) / count.value;
@@ -206,16 +367,14 @@ std::vector<ElementResult> evaluate_roi(const RoiAlignProblem& p, const Roi& roi
       }
     }
   }
-  return results;
 }
 
-}  // namespace
-
-std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& p, DType storage) {
+std::vector<RoiAlignElement> evaluate(const RoiAlignProblem& p, DType storage, Arithmetic arithmetic) {
   const Tiers tiers{{format_index(accumulate_type(storage)), format_index(storage)}, format_index(DType::fp64)};
   const std::size_t per_roi = static_cast<std::size_t>(p.input.channels * p.pooled_height * p.pooled_width);
   std::vector<RoiAlignElement> out;
   out.reserve(p.rois.size() * per_roi);
+  std::vector<ElementResult> nominal, other;
   for (const Roi& roi : p.rois) {
     RoiGeometry g = geometry(p, roi);
     auto grid = [&](const Tracked& bin) {
@@ -234,8 +393,9 @@ std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& p, DType storage) 
                                                : static_cast<int>(std::ceil(g.bin_h.value));
     const int nominal_w = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio)
                                                : static_cast<int>(std::ceil(g.bin_w.value));
-    const auto nominal = evaluate_roi(p, roi, g, nominal_h, nominal_w, tiers, tiers.format[0]);
-    std::vector<RoiAlignElement> elements(per_roi);
+    evaluate_roi(p, roi, g, nominal_h, nominal_w, tiers, tiers.format[0], arithmetic, nominal);
+    out.resize(out.size() + per_roi);
+    RoiAlignElement* elements = &out[out.size() - per_roi];
     for (std::size_t i = 0; i < per_roi; ++i) {
       elements[i].value = nominal[i].value;
       elements[i].strict = nominal[i].tier[0];
@@ -251,8 +411,7 @@ std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& p, DType storage) 
       open_ended = open_ended || heights[tier].empty() || widths[tier].empty();
     }
     if (open_ended) {
-      for (auto& e : elements) e.unconstrained = true;
-      out.insert(out.end(), elements.begin(), elements.end());
+      for (std::size_t i = 0; i < per_roi; ++i) elements[i].unconstrained = true;
       continue;
     }
     std::set<int> all_heights = heights[0], all_widths = widths[0];
@@ -261,7 +420,7 @@ std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& p, DType storage) 
     for (int gh : all_heights)
       for (int gw : all_widths) {
         if (gh == nominal_h && gw == nominal_w) continue;
-        const auto other = evaluate_roi(p, roi, g, gh, gw, tiers, tiers.format[0]);
+        evaluate_roi(p, roi, g, gh, gw, tiers, tiers.format[0], arithmetic, other);
         for (int tier = 0; tier < kTiers; ++tier) {
           if (!heights[tier].count(gh) || !widths[tier].count(gw)) continue;
           for (std::size_t i = 0; i < per_roi; ++i) {
@@ -272,9 +431,18 @@ std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& p, DType storage) 
           }
         }
       }
-    out.insert(out.end(), elements.begin(), elements.end());
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& problem, DType storage) {
+  return evaluate(problem, storage, Arithmetic::lean);
+}
+
+std::vector<RoiAlignElement> roi_align_reference(const RoiAlignProblem& problem, DType storage) {
+  return evaluate(problem, storage, Arithmetic::tracker);
 }
 
 }  // namespace detfuzz::oracles

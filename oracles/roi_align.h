@@ -44,4 +44,9 @@ inline constexpr double kMaxRoiAlignSamples = 1 << 24;
 // Output [K, C, pooled_height, pooled_width], row-major.
 std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& problem, DType storage);
 
+// The same with every per-channel step run through the general ErrorTracker: the naive
+// version roi_align is tested against bit for bit (roi_align tracks only the formats its
+// tiers read, inline).
+std::vector<RoiAlignElement> roi_align_reference(const RoiAlignProblem& problem, DType storage);
+
 }  // namespace detfuzz::oracles

@@ -153,9 +153,15 @@ void print_profile(const Report& report, std::ostream& out) {
     fmt::print(out, "\n");
   }
   if (total_elapsed <= 0) return;
-  fmt::print(out, "{:<44} {:>9.0f} {:>8.1f}", "all cells", total_cases / total_elapsed, total_elapsed);
+  fmt::print(out, "{:<44} {:>9.0f} {:>8.1f}", "all cells (per lane)", total_cases / total_elapsed, total_elapsed);
   for (const char* phase : kProfilePhases) fmt::print(out, " {:>7.1f}%", 100 * total[phase] / total_elapsed);
   fmt::print(out, "\n");
+  // Lanes run cells side by side: the cells' wall times add up to lanes x the campaign's.
+  const double lanes = report.config.value("jobs", 1.0);
+  if (report.elapsed_s > 0)
+    fmt::print(out, "campaign: {} cases in {:.1f} s = {:.0f} cases/s on {} lane(s), busy {:.0f}% of the time\n",
+               total_cases, report.elapsed_s, static_cast<double>(total_cases) / report.elapsed_s, lanes,
+               100 * total_elapsed / (lanes * report.elapsed_s));
 }
 
 }  // namespace detfuzz::reports

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "corpus/atomic_file.h"
 #include "fuzz/campaign.h"
@@ -28,6 +29,7 @@ namespace detfuzz::cli {
 namespace {
 
 constexpr int kMaxBoxesLimit = 100000;
+constexpr int kMaxJobs = 256;
 
 // How kernels are run: in worker processes (crashes and hangs become findings) or here.
 struct IsolationSettings {
@@ -50,6 +52,7 @@ struct RunSettings {
   std::string corpus_dir;  // default: <report>/corpus
   std::string progress = "auto";
   bool profile = false;
+  int jobs = 0;  // 0: one lane per CPU core
   IsolationSettings isolation;
 };
 
@@ -217,7 +220,21 @@ void install_stop_handlers() {
 int run_command(const RunSettings& settings, const kernels::KernelConfig& kernel_config) {
   fuzz::CampaignOptions options = campaign_options(settings);
   check_report_dir(settings.report_dir);
-  auto runner = make_runner(settings.isolation, settings.report_dir + "/workers", kernel_config);
+  // Each lane runs whole cells with a worker of its own; more lanes than cores would only
+  // make kernels fight (and turn fast cases into false hangs).
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (settings.jobs < 0 || settings.jobs > kMaxJobs)
+    throw Error(ErrorKind::usage, fmt::format("--jobs {} is out of range; use 1..{} (or 0 for one per core, {} here)",
+                                              settings.jobs, kMaxJobs, cores));
+  const int jobs = settings.jobs == 0 ? static_cast<int>(cores) : settings.jobs;
+  std::vector<std::unique_ptr<fuzz::CaseRunner>> runners;
+  std::vector<fuzz::CaseRunner*> lanes;
+  for (int lane = 0; lane < jobs; ++lane) {
+    const std::string scratch =
+        settings.report_dir + "/workers" + (lane == 0 ? std::string() : "/lane-" + std::to_string(lane));
+    runners.push_back(make_runner(settings.isolation, scratch, kernel_config));
+    lanes.push_back(runners.back().get());
+  }
   options.slow_minimize_budget_s =
       std::max(6 * options.minimize_budget_s, 8 * parse_duration(settings.isolation.case_timeout, "--case-timeout"));
   auto progress = fuzz::make_progress(progress_mode(settings.progress));
@@ -234,7 +251,7 @@ int run_command(const RunSettings& settings, const kernels::KernelConfig& kernel
     }
   };
   install_stop_handlers();
-  reports::Report report = fuzz::run_campaign(registry, options, *progress, *runner);
+  reports::Report report = fuzz::run_campaign(registry, options, *progress, lanes);
   report.environment = options.environment;
   // The summary first: if the report cannot be written after all, the findings are on screen.
   reports::print_summary(report, std::cout);
@@ -541,6 +558,10 @@ int main_with_args(int argc, char** argv) {
   run->add_option("--budget", settings.budget,
                   "wall-time budget shared fairly by all cells, e.g. 60s, 5m (stops at --cases too)");
   run->add_option("--seed", settings.seed, "campaign seed: same seed and settings, same cases and findings")
+      ->capture_default_str();
+  run->add_option("--jobs,-j", settings.jobs,
+                  "lanes running cells side by side, each with its own worker process; a cell's cases and "
+                  "findings do not depend on it (default 0: one per CPU core)")
       ->capture_default_str();
   run->add_option("--max-boxes", settings.max_boxes,
                   "cap on boxes per generated set / RoIs per case (batched_nms also draws sets of exactly its "

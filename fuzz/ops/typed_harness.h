@@ -8,6 +8,7 @@
 #include <rapidcheck.h>
 
 #include <functional>
+#include <mutex>
 #include <variant>
 
 #include "fuzz/gen/boxes.h"
@@ -19,6 +20,14 @@
 #include "model/error.h"
 
 namespace detfuzz::fuzz {
+
+// RapidCheck keeps the state of a generation in statics (detail::ImplicitParam), so the
+// campaign's lanes (threads) take turns at generating and shrinking; kernels and oracles
+// run outside the turn.
+inline std::unique_lock<std::recursive_mutex> rapidcheck_turn() {
+  static std::recursive_mutex mutex;
+  return std::unique_lock<std::recursive_mutex>(mutex);
+}
 
 template <class Problem>
 struct OpDefinition {
@@ -128,7 +137,7 @@ class TypedOpHarness final : public OpHarness {
     CaseTimes& times = current_case_times();
     times = {};
     auto start = Clock::now();
-    Problem problem = generate(request).value();
+    Problem problem = generated(request);
     times.generation_s = seconds_since(start);
     start = Clock::now();
     CaseOutcome outcome;
@@ -150,8 +159,10 @@ class TypedOpHarness final : public OpHarness {
         if (verdict.kind == observed.kind && verdict.property == observed.property) return verdict;
       return std::nullopt;
     };
+    auto turn = rapidcheck_turn();
     rc::Shrinkable<Problem> current = generate(request);
     Problem best = current.value();
+    turn.unlock();
     ShrinkResult result;
     auto finish = [&] {
       result.input = def_.to_json(best);
@@ -191,11 +202,19 @@ class TypedOpHarness final : public OpHarness {
     const int rapidcheck_share = expensive ? 0 : limits.max_evaluations / 2;
     for (bool improved = true; improved && !limited && evaluations < rapidcheck_share;) {
       improved = false;
+      turn.lock();
       auto shrinks = current.shrinks();
+      turn.unlock();
+      auto next_candidate = [&] {
+        std::lock_guard<std::unique_lock<std::recursive_mutex>> hold(turn);
+        return shrinks.next();
+      };
       int index = 0;
-      for (auto candidate = shrinks.next(); candidate; candidate = shrinks.next(), ++index) {
+      for (auto candidate = next_candidate(); candidate; candidate = next_candidate(), ++index) {
         if (evaluations >= rapidcheck_share || out_of_budget()) break;
+        turn.lock();
         Problem smaller = candidate->value();
+        turn.unlock();
         if (auto verdict = still_fails(smaller)) {
           current = *candidate;
           best = std::move(smaller);
@@ -266,10 +285,11 @@ class TypedOpHarness final : public OpHarness {
   }
 
   nlohmann::json generated_input(const CaseRequest& request) const override {
-    return def_.to_json(generate(request).value());
+    return def_.to_json(generated(request));
   }
 
   nlohmann::json follow_shrink_path(const CaseRequest& request, const ShrinkPath& path) const override {
+    auto turn = rapidcheck_turn();
     rc::Shrinkable<Problem> current = generate(request);
     for (int index : path.rapidcheck) {
       auto shrinks = current.shrinks();
@@ -289,6 +309,12 @@ class TypedOpHarness final : public OpHarness {
   }
 
  private:
+  Problem generated(const CaseRequest& request) const {
+    auto turn = rapidcheck_turn();
+    return generate(request).value();
+  }
+
+  // Callers hold a rapidcheck_turn() while they use the result.
   rc::Shrinkable<Problem> generate(const CaseRequest& request) const {
     const gen::BoxGenOptions options{request.dtype, request.max_boxes, request.hostile};
     rc::Gen<Problem> generator = def_.generator(options);

@@ -3,6 +3,7 @@
 // and test_roi_pool.py: pooled 2x2, spatial_scale 1, sampling_ratio 2, aligned=True for
 // roi_align; mmcv's kernels share torchvision's semantics).
 #include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
 
 #include <cmath>
 
@@ -81,6 +82,60 @@ TEST(RoiAlignOracle, EdgeDecisionsOnlyLowPrecisionCanFlipWidenOnlyThatTier) {
   EXPECT_EQ(e.strict.high, 0.0);
   EXPECT_EQ(e.storage.low, 0.0);
   EXPECT_EQ(e.storage.high, 8.0);
+}
+
+bool same_double(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
+bool same_tier(const RoiAlignTier& a, const RoiAlignTier& b) {
+  return same_double(a.low, b.low) && same_double(a.high, b.high) && same_double(a.bound, b.bound);
+}
+
+// Small maps and RoIs that reach every branch: dyadic and arbitrary values (exactness and
+// its loss), huge and tiny values (the range flags), RoIs past the map's edges and at -1
+// (ambiguous samples), inexact spatial scales, adaptive and fixed grids, both alignments.
+rc::Gen<RoiAlignProblem> small_roi_align_problems() {
+  return rc::gen::exec([] {
+    RoiAlignProblem p;
+    const auto channels = *rc::gen::inRange<std::int64_t>(1, 3);
+    const auto height = *rc::gen::inRange<std::int64_t>(1, 6);
+    const auto width = *rc::gen::inRange<std::int64_t>(1, 6);
+    p.input = {1, channels, height, width, {}};
+    const int value_kind = *rc::gen::inRange(0, 4);
+    for (std::int64_t i = 0; i < channels * height * width; ++i) {
+      const double dyadic = *rc::gen::inRange(-64, 65) / 8.0;
+      const double scale = value_kind == 2 ? 1e30 : value_kind == 3 ? 1e-41 : 1.0;
+      p.input.values.push_back(value_kind == 0 ? dyadic : dyadic * scale + *rc::gen::inRange(0, 1000) / 997.0 * scale);
+    }
+    const double scales[] = {1.0, 0.5, 0.25, 0.3, 1.0 / 3};
+    p.spatial_scale = scales[*rc::gen::inRange(0, 5)];
+    p.pooled_height = *rc::gen::inRange<std::int64_t>(1, 4);
+    p.pooled_width = *rc::gen::inRange<std::int64_t>(1, 4);
+    p.sampling_ratio = *rc::gen::inRange<std::int64_t>(-1, 4);
+    p.aligned = *rc::gen::arbitrary<bool>();
+    const int rois = *rc::gen::inRange(1, 4);
+    for (int i = 0; i < rois; ++i) {
+      auto coordinate = [] { return *rc::gen::inRange(-40, 200) / 8.0; };
+      double x1 = coordinate(), y1 = coordinate(), x2 = coordinate(), y2 = coordinate();
+      p.rois.push_back({0, std::min(x1, x2), std::min(y1, y2), std::max(x1, x2), std::max(y1, y2)});
+    }
+    return p;
+  });
+}
+
+RC_GTEST_PROP(RoiAlignOracle, LeanArithmeticIsTheTrackers, ()) {
+  const RoiAlignProblem p = *small_roi_align_problems();
+  for (DType storage : kFloatDTypes) {
+    const auto lean = roi_align(p, storage);
+    const auto reference = roi_align_reference(p, storage);
+    RC_ASSERT(lean.size() == reference.size());
+    for (std::size_t i = 0; i < lean.size(); ++i) {
+      RC_ASSERT(lean[i].unconstrained == reference[i].unconstrained);
+      RC_ASSERT(same_double(lean[i].value, reference[i].value));
+      RC_ASSERT(same_tier(lean[i].strict, reference[i].strict));
+      RC_ASSERT(same_tier(lean[i].storage, reference[i].storage));
+      RC_ASSERT(lean[i].range_ok == reference[i].range_ok);
+    }
+  }
 }
 
 TEST(RoiAlignOracle, EmptyRoiListGivesNoElements) {
