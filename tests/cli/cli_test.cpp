@@ -123,6 +123,31 @@ TEST_F(Cli, SameSeedReproducesTheFindingsExactly) {
   EXPECT_EQ(first, findings("3"));
 }
 
+TEST_F(Cli, JobsChangeHowFastNotWhatIsFound) {
+  auto campaign = [&](const std::string& jobs) {
+    Result r = detfuzz("run --ops box_iou,nms --dtypes fp16,bf16,fp32 --cases 120 --seed 3 --progress none --profile --jobs " +
+                       jobs + " --report " + dir());
+    EXPECT_LE(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find("on " + jobs + " lane(s)"), std::string::npos) << r.output;
+    nlohmann::json json = report();
+    EXPECT_EQ(json["config"]["jobs"], std::stoi(jobs));
+    for (auto& f : json["findings"]) {
+      f.erase("found_after_s");
+      f.erase("minimize_s");
+    }
+    for (auto& c : json["cells"]) {
+      c.erase("elapsed_s");
+      c.erase("profile_s");
+      c.erase("cases_per_second");
+    }
+    return json;
+  };
+  nlohmann::json one = campaign("1"), two = campaign("2");
+  EXPECT_FALSE(one["findings"].empty());
+  EXPECT_EQ(one["findings"], two["findings"]);
+  EXPECT_EQ(one["cells"], two["cells"]);
+}
+
 TEST_F(Cli, UsageErrorsExitTwoAndSayWhatToDo) {
   struct Case {
     std::string arguments, expected;
@@ -133,6 +158,7 @@ TEST_F(Cli, UsageErrorsExitTwoAndSayWhatToDo) {
            {"run --dtypes fp8", "unknown dtype 'fp8'"},
            {"run --devices tpu", "unknown device 'tpu'"},
            {"run --max-boxes 100000000", "--max-boxes 100000000 is out of range"},
+           {"run --jobs -3", "--jobs -3 is out of range"},
            {"run --budget soon", "is not a duration"},
            {"run --fail-on everything", "unknown finding kind 'everything'"},
            {"run --cases lots", "--cases"},

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <atomic>
 #include <sstream>
+#include <thread>
 
 #include "fuzz/campaign.h"
 #include "fuzz/runner.h"
@@ -202,6 +204,68 @@ TEST(Campaign, SameSeedSameFindingsOtherSeedOtherCases) {
   EXPECT_NE(case_seed(1, "nms", DType::fp32, 0), case_seed(2, "nms", DType::fp32, 0));
   EXPECT_NE(case_seed(1, "nms", DType::fp32, 0), case_seed(1, "nms", DType::fp16, 0));
   EXPECT_NE(case_seed(1, "nms", DType::fp32, 0), case_seed(1, "nms", DType::fp32, 1));
+}
+
+// An in-process lane that counts the batches it ran and remembers which thread ran them.
+class CountingLane final : public CaseRunner {
+ public:
+  std::vector<CaseOutcome> run_cases(const OpHarness& op, const std::vector<CaseRequest>& requests) override {
+    ++batches;
+    thread = std::this_thread::get_id();
+    return inner.run_cases(op, requests);
+  }
+  compare::Judgement judge_input(const OpHarness& op, const CaseRequest& request, const nlohmann::json& input) override {
+    return inner.judge_input(op, request, input);
+  }
+  std::optional<std::string> unsupported_reason(const OpHarness& op, const std::string& target, DType dtype,
+                                                Device device) override {
+    return inner.unsupported_reason(op, target, dtype, device);
+  }
+  InputJudge input_judge(const OpHarness& op, const CaseRequest& request) override {
+    return inner.input_judge(op, request);
+  }
+  Evaluation evaluate(const OpHarness& op, const nlohmann::json& input, const std::string& target, DType dtype,
+                      Device device) override {
+    return inner.evaluate(op, input, target, dtype, device);
+  }
+  InProcessRunner inner;
+  std::atomic<int> batches{0};
+  std::thread::id thread;
+};
+
+TEST(Campaign, LanesRunCellsSideBySideAndFindWhatOneLaneFinds) {
+  Registry registry = nms_registry({kernels::emulated_nms("reference"),
+                                    kernels::emulated_nms("ge", flag(&NmsVariant::greater_equal)),
+                                    kernels::emulated_nms("unsorted", flag(&NmsVariant::assumes_sorted))});
+  CampaignOptions o = options({kFloatDTypes.begin(), kFloatDTypes.end()}, 300);
+  o.targets = {"reference", "ge", "unsorted"};
+  const reports::Report one = run(registry, o);
+  SilentProgress progress;
+  CountingLane first, second;
+  const reports::Report two = run_campaign(registry, o, progress, std::vector<CaseRunner*>{&first, &second});
+  // Both lanes ran cells, on two threads.
+  EXPECT_GT(first.batches.load(), 0);
+  EXPECT_GT(second.batches.load(), 0);
+  EXPECT_NE(first.thread, second.thread);
+  EXPECT_EQ(two.config["jobs"], 2);
+  // Each cell's cases, errors and findings are those of the one-lane campaign, listed in
+  // the same (cell) order.
+  ASSERT_EQ(one.cells.size(), two.cells.size());
+  for (std::size_t i = 0; i < one.cells.size(); ++i) {
+    EXPECT_EQ(one.cells[i].target + one.cells[i].dtype, two.cells[i].target + two.cells[i].dtype);
+    EXPECT_EQ(one.cells[i].cases, two.cells[i].cases);
+    EXPECT_EQ(one.cells[i].findings, two.cells[i].findings);
+    EXPECT_EQ(one.cells[i].max_normalized_error, two.cells[i].max_normalized_error);
+    EXPECT_EQ(one.cells[i].status, two.cells[i].status);
+  }
+  ASSERT_GE(one.findings.size(), 2u) << kinds(one);
+  ASSERT_EQ(one.findings.size(), two.findings.size()) << kinds(one) << "---\n" << kinds(two);
+  for (std::size_t i = 0; i < one.findings.size(); ++i) {
+    EXPECT_EQ(one.findings[i].signature, two.findings[i].signature);
+    EXPECT_EQ(one.findings[i].case_index, two.findings[i].case_index);
+    EXPECT_EQ(one.findings[i].occurrences, two.findings[i].occurrences);
+    EXPECT_EQ(one.findings[i].input, two.findings[i].input);
+  }
 }
 
 TEST(Campaign, BudgetIsSharedByEveryCell) {
