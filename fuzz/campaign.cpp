@@ -83,6 +83,7 @@ nlohmann::json config_json(const CampaignOptions& options, const std::vector<Cel
                            {"dtypes", dtypes},
                            {"devices", devices},
                            {"seed", options.seed},
+                           {"shard", {{"index", options.shard_index}, {"count", options.shard_count}}},
                            {"max_boxes", options.max_boxes},
                            {"hostile", options.hostile},
                            {"fail_on_extra", fail_on},
@@ -142,6 +143,9 @@ std::string CellPlan::label() const {
 }
 
 std::vector<CellPlan> plan_cells(const Registry& registry, const CampaignOptions& options) {
+  if (options.shard_count == 0 || options.shard_index >= options.shard_count)
+    throw Error(ErrorKind::usage, fmt::format("shard {}/{} does not exist; shards are numbered 0..N-1 (--shard i/N)",
+                                              options.shard_index, options.shard_count));
   std::vector<std::string> known_ops;
   for (const auto& op : registry.ops) known_ops.push_back(op->name());
   std::vector<const OpHarness*> ops;
@@ -181,6 +185,10 @@ std::vector<CellPlan> plan_cells(const Registry& registry, const CampaignOptions
     throw Error(ErrorKind::usage,
                 "no op offers the selected targets; see `detfuzz list` for which op has which target");
   return cells;
+}
+
+std::uint64_t sharded_case_index(const CampaignOptions& options, std::uint64_t k) {
+  return options.shard_index + k * options.shard_count;
 }
 
 std::uint64_t case_seed(std::uint64_t seed, const std::string& op, DType dtype, std::uint64_t index) {
@@ -282,7 +290,8 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
                              CaseRunner& runner, Clock::time_point slice_start) {
     const CellPlan& plan = cell.plan;
     std::unique_lock<std::mutex> lock(shared);
-    const std::uint64_t index = cell.summary.cases;
+    const std::uint64_t ordinal = cell.summary.cases;  // the cell's ordinal-th case in this shard
+    const std::uint64_t index = sharded_case_index(options, ordinal);
     ++cell.summary.cases;
     cell.profile_s["generation"] += outcome.times.generation_s;
     cell.profile_s["kernel"] += outcome.times.kernel_s;
@@ -341,7 +350,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
       finding.case_seed = request.case_seed;
       finding.case_index = index;
       finding.generator_size = request.generator_size;
-      finding.found_after_cases = index + 1;
+      finding.found_after_cases = ordinal + 1;
       finding.found_after_s = found_after_s;
       finding.size = shrunk.size;
       finding.original_size = outcome.size;
@@ -385,8 +394,9 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         // A batch of cases: pipelined when they run in a worker.
         std::vector<CaseRequest> requests;
         const std::size_t batch = batch_size(*cell);
-        for (std::uint64_t index = cell->summary.cases; requests.size() < batch; ++index) {
-          if (options.cases_per_cell && index >= *options.cases_per_cell) break;
+        for (std::uint64_t ordinal = cell->summary.cases; requests.size() < batch; ++ordinal) {
+          if (options.cases_per_cell && ordinal >= *options.cases_per_cell) break;
+          const std::uint64_t index = sharded_case_index(options, ordinal);
           requests.push_back({plan.target, plan.dtype, plan.device,
                               case_seed(options.seed, plan.op->name(), plan.dtype, index), generator_size(index),
                               options.max_boxes, options.hostile});

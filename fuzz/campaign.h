@@ -24,6 +24,10 @@ struct CampaignOptions {
   std::optional<std::uint64_t> cases_per_cell;
   std::optional<double> budget_s;  // wall time shared fairly by the cells
   std::uint64_t seed = 1;
+  // This campaign is shard `shard_index` of `shard_count`: the k-th case of each cell is
+  // case index shard_index + k * shard_count, so the shards of one seed split the indices
+  // between them and together cover what one campaign with shard_count times the cases would.
+  std::uint64_t shard_index = 0, shard_count = 1;
   int max_boxes = 64;
   bool hostile = false;  // add NaN, infinities, inverted boxes, bad batch indices
   std::vector<FindingKind> fail_on;  // kinds that fail beyond the default ones
@@ -57,6 +61,9 @@ struct CellPlan {
 // Validates the selection against the registry (unknown names: Error{usage} listing the
 // known ones) and expands the matrix.
 std::vector<CellPlan> plan_cells(const Registry& registry, const CampaignOptions& options);
+
+// The case index of a cell's k-th case in the campaign's shard.
+std::uint64_t sharded_case_index(const CampaignOptions& options, std::uint64_t k);
 
 // The seed of case `index` of (op, dtype): independent of target and device, so every
 // target of an op sees the same inputs, on CPU and CUDA alike.

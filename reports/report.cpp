@@ -6,8 +6,12 @@
 #include <fmt/ostream.h>
 
 #include <filesystem>
+#include <fstream>
 #include <ostream>
+#include <sstream>
 #include <stdexcept>
+
+#include "model/error.h"
 
 namespace detfuzz::reports {
 
@@ -72,14 +76,155 @@ nlohmann::json to_json(const Report& report) {
                         {"case_file", f.case_file},
                         {"minimize_s", f.minimize_s}});
   }
-  return {{"schema_version", kSchemaVersion},
-          {"environment", report.environment},
-          {"config", report.config},
-          {"elapsed_s", report.elapsed_s},
-          {"partial", report.partial},
-          {"total_cases", report.total_cases()},
-          {"cells", cells},
-          {"findings", findings}};
+  nlohmann::json json = {{"schema_version", kSchemaVersion},
+                         {"environment", report.environment},
+                         {"config", report.config},
+                         {"elapsed_s", report.elapsed_s},
+                         {"partial", report.partial},
+                         {"total_cases", report.total_cases()},
+                         {"cells", cells},
+                         {"findings", findings}};
+  if (!report.parts.empty()) json["parts"] = report.parts;
+  return json;
+}
+
+namespace {
+
+// Field access that says which field of which report is wrong.
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  template <class T>
+  T get(const nlohmann::json& object, const char* key, const std::string& where) const {
+    if (!object.is_object() || !object.contains(key))
+      fail(where + "." + key + " is missing");
+    try {
+      return object.at(key).get<T>();
+    } catch (const nlohmann::json::exception&) {
+      fail(where + "." + key + " has the wrong type (" + std::string(object.at(key).type_name()) + ")");
+    }
+  }
+  template <class T>
+  T get_or(const nlohmann::json& object, const char* key, const std::string& where, T fallback) const {
+    if (!object.is_object() || !object.contains(key) || object.at(key).is_null()) return fallback;
+    return get<T>(object, key, where);
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error(ErrorKind::input, source_ + ": " + what + "; is it a detfuzz report.json (schema_version " +
+                                      std::to_string(kSchemaVersion) + ")?");
+  }
+
+ private:
+  std::string source_;
+};
+
+}  // namespace
+
+Report report_from_json(const nlohmann::json& json, const std::string& source) {
+  const Reader r(source);
+  if (!json.is_object()) r.fail("the top level is not an object");
+  const int version = r.get<int>(json, "schema_version", "report");
+  if (version != kSchemaVersion)
+    r.fail("schema_version " + std::to_string(version) + " is not the one this detfuzz reads");
+  Report report;
+  report.environment = json.value("environment", nlohmann::json::object());
+  report.config = r.get<nlohmann::json>(json, "config", "report");
+  if (!report.config.is_object()) r.fail("report.config is not an object");
+  report.elapsed_s = r.get_or<double>(json, "elapsed_s", "report", 0.0);
+  report.partial = r.get_or<bool>(json, "partial", "report", false);
+  const auto cells = r.get<nlohmann::json>(json, "cells", "report");
+  if (!cells.is_array()) r.fail("report.cells is not an array");
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const auto& c = cells[i];
+    const std::string at = "cells[" + std::to_string(i) + "]";
+    CellSummary cell;
+    cell.op = r.get<std::string>(c, "op", at);
+    cell.target = r.get<std::string>(c, "target", at);
+    cell.dtype = r.get<std::string>(c, "dtype", at);
+    cell.device = r.get<std::string>(c, "device", at);
+    cell.cases = r.get<std::uint64_t>(c, "cases", at);
+    cell.findings = r.get_or<std::uint64_t>(c, "findings", at, 0);
+    cell.status = r.get<std::string>(c, "status", at);
+    cell.reason = r.get_or<std::string>(c, "reason", at, "");
+    cell.max_normalized_error = r.get_or<double>(c, "max_normalized_error", at, -1.0);
+    cell.normalized_error_percentiles =
+        r.get_or<std::map<std::string, double>>(c, "normalized_error_percentiles", at, {});
+    cell.elapsed_s = r.get_or<double>(c, "elapsed_s", at, 0.0);
+    cell.occurrences_by_kind = r.get_or<std::map<std::string, std::uint64_t>>(c, "occurrences_by_kind", at, {});
+    cell.profile_s = r.get_or<std::map<std::string, double>>(c, "profile_s", at, {});
+    report.cells.push_back(std::move(cell));
+  }
+  const auto findings = r.get<nlohmann::json>(json, "findings", "report");
+  if (!findings.is_array()) r.fail("report.findings is not an array");
+  for (std::size_t i = 0; i < findings.size(); ++i) {
+    const auto& f = findings[i];
+    const std::string at = "findings[" + std::to_string(i) + "]";
+    FindingRecord finding;
+    finding.op = r.get<std::string>(f, "op", at);
+    finding.target = r.get<std::string>(f, "target", at);
+    finding.dtype = r.get<std::string>(f, "dtype", at);
+    finding.device = r.get<std::string>(f, "device", at);
+    finding.kind = r.get<std::string>(f, "kind", at);
+    finding.property = r.get<std::string>(f, "property", at);
+    finding.signature = r.get<std::string>(f, "signature", at);
+    finding.message = r.get_or<std::string>(f, "message", at, "");
+    finding.fails = r.get<bool>(f, "fails", at);
+    finding.seed = r.get_or<std::uint64_t>(f, "seed", at, 0);
+    const std::string case_seed = r.get_or<std::string>(f, "case_seed", at, "0");
+    try {
+      finding.case_seed = std::stoull(case_seed);
+    } catch (const std::exception&) {
+      r.fail(at + ".case_seed '" + case_seed + "' is not a number");
+    }
+    finding.case_index = r.get_or<std::uint64_t>(f, "case_index", at, 0);
+    finding.generator_size = r.get_or<int>(f, "generator_size", at, 0);
+    finding.found_after_cases = r.get_or<std::uint64_t>(f, "found_after_cases", at, 0);
+    finding.found_after_s = r.get_or<double>(f, "found_after_s", at, 0.0);
+    finding.occurrences = r.get_or<std::uint64_t>(f, "occurrences", at, 1);
+    finding.size = r.get_or<std::size_t>(f, "size", at, 0);
+    finding.original_size = r.get_or<std::size_t>(f, "original_size", at, 0);
+    const auto shrink = f.value("shrink", nlohmann::json::object());
+    finding.shrink_steps = r.get_or<int>(shrink, "steps", at + ".shrink", 0);
+    finding.shrink_complete = r.get_or<bool>(shrink, "complete", at + ".shrink", false);
+    finding.reproducible = r.get_or<bool>(f, "reproducible", at, true);
+    finding.input = f.value("input", nlohmann::json());
+    finding.details = f.value("details", nlohmann::json());
+    finding.replay = r.get_or<std::string>(f, "replay", at, "");
+    finding.case_file = r.get_or<std::string>(f, "case_file", at, "");
+    finding.minimize_s = r.get_or<double>(f, "minimize_s", at, 0.0);
+    report.findings.push_back(std::move(finding));
+  }
+  if (json.contains("parts")) {
+    if (!json.at("parts").is_array()) r.fail("report.parts is not an array");
+    for (std::size_t i = 0; i < json.at("parts").size(); ++i) {
+      const auto& part = json.at("parts")[i];
+      report_from_json(part, source + " parts[" + std::to_string(i) + "]");  // validated now, not when used
+      report.parts.push_back(part);
+    }
+  }
+  return report;
+}
+
+Report read_report(const std::string& path) {
+  std::filesystem::path file(path);
+  std::error_code error;
+  if (std::filesystem::is_directory(file, error)) file /= "report.json";
+  std::ifstream in(file);
+  if (!in)
+    throw Error(ErrorKind::input, "cannot read report " + file.string() +
+                                      ": no such file or not readable; pass a report.json or the --report DIR of a run");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorKind::input, file.string() + " is not JSON (" + std::string(e.what()) +
+                                      "); a run that was killed mid-write leaves report.json intact, so this file "
+                                      "comes from elsewhere");
+  }
+  return report_from_json(json, file.string());
 }
 
 std::string write_report(const Report& report, const std::string& dir) {
@@ -108,9 +253,13 @@ void print_summary(const Report& report, std::ostream& out) {
                "p99", "p99.9", "max");
     for (const auto& c : report.cells) {
       if (c.normalized_error_percentiles.empty()) continue;
-      const auto& p = c.normalized_error_percentiles;
-      fmt::print(out, "{:<9} {:<12} {:<5} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g} {:>10.3g}\n", c.op, c.target, c.dtype,
-                 p.at("p50"), p.at("p90"), p.at("p99"), p.at("p99.9"), p.at("max"));
+      // A merged report keeps only the max: the other percentiles do not merge.
+      auto at = [&](const char* q) {
+        auto it = c.normalized_error_percentiles.find(q);
+        return it == c.normalized_error_percentiles.end() ? std::string("-") : fmt::format("{:.3g}", it->second);
+      };
+      fmt::print(out, "{:<9} {:<12} {:<5} {:>10} {:>10} {:>10} {:>10} {:>10}\n", c.op, c.target, c.dtype, at("p50"),
+                 at("p90"), at("p99"), at("p99.9"), at("max"));
     }
   }
   if (!report.findings.empty()) fmt::print(out, "\nfindings (minimized):\n");

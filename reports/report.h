@@ -59,12 +59,20 @@ struct Report {
   bool partial = false;
   std::vector<CellSummary> cells;
   std::vector<FindingRecord> findings;
+  // A merged report: the reports it was merged from (report.json objects without their own
+  // `parts`), what cells and findings above are derived from (reports/merge.h).
+  std::vector<nlohmann::json> parts;
 
   std::uint64_t total_cases() const;
   bool has_failing_finding() const;
 };
 
 nlohmann::json to_json(const Report& report);
+// The inverse of to_json; a report that is not one (wrong schema_version, a field missing
+// or of the wrong type) is detfuzz::Error{input} naming `source` and the field.
+Report report_from_json(const nlohmann::json& json, const std::string& source = "report");
+// Reads and parses a report.json (or a directory holding one).
+Report read_report(const std::string& path);
 // Writes `dir`/report.json through a temporary file and a rename, creating `dir`.
 // Returns the path written; std::runtime_error naming the path otherwise.
 std::string write_report(const Report& report, const std::string& dir);

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <iostream>
 #include <thread>
+#include <tuple>
 
 #include "corpus/atomic_file.h"
 #include "fuzz/campaign.h"
@@ -22,6 +23,9 @@
 #include "fuzz/replay.h"
 #include "fuzz/runner.h"
 #include "fuzz/selftest.h"
+#include "reports/gate.h"
+#include "reports/merge.h"
+#include "reports/render.h"
 #include "corpus/case_file.h"
 #include "model/error.h"
 
@@ -53,6 +57,8 @@ struct RunSettings {
   std::string progress = "auto";
   bool profile = false;
   int jobs = 0;  // 0: one lane per CPU core
+  std::string shard;                        // "i/N"; else from the scheduler's environment
+  std::optional<std::uint64_t> shard_count;  // with JOB_COMPLETION_INDEX
   IsolationSettings isolation;
 };
 
@@ -92,6 +98,54 @@ struct EvalSettings {
   IsolationSettings isolation;
 };
 
+// A whole non-negative number, or nullopt.
+std::optional<std::uint64_t> whole_number(const std::string& text) {
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return std::stoull(text);
+}
+
+std::uint64_t environment_number(const char* name) {
+  const char* value = std::getenv(name);
+  auto number = whole_number(value ? value : "");
+  if (!number)
+    throw Error(ErrorKind::usage, fmt::format("{}='{}' is not a whole number (it says which shard to run)", name,
+                                              value ? value : ""));
+  return *number;
+}
+
+// Which shard to run: --shard i/N, else a Slurm job array's task (SLURM_ARRAY_TASK_ID
+// counted from SLURM_ARRAY_TASK_MIN, of SLURM_ARRAY_TASK_COUNT), else a Kubernetes Indexed
+// Job's JOB_COMPLETION_INDEX of --shard-count (or DETFUZZ_SHARD_COUNT); else the only one.
+std::pair<std::uint64_t, std::uint64_t> shard_of(const RunSettings& settings) {
+  if (!settings.shard.empty()) {
+    const auto slash = settings.shard.find('/');
+    auto index = whole_number(settings.shard.substr(0, slash));
+    auto count = slash == std::string::npos ? std::nullopt : whole_number(settings.shard.substr(slash + 1));
+    if (!index || !count)
+      throw Error(ErrorKind::usage, fmt::format("--shard '{}' is not i/N (shard i of N, counted from 0: 0/4 .. 3/4)",
+                                                settings.shard));
+    return {*index, *count};
+  }
+  if (std::getenv("SLURM_ARRAY_TASK_ID")) {
+    const std::uint64_t id = environment_number("SLURM_ARRAY_TASK_ID");
+    const std::uint64_t first = std::getenv("SLURM_ARRAY_TASK_MIN") ? environment_number("SLURM_ARRAY_TASK_MIN") : 0;
+    if (!std::getenv("SLURM_ARRAY_TASK_COUNT"))
+      throw Error(ErrorKind::usage, "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not; pass --shard i/N");
+    if (id < first) throw Error(ErrorKind::usage, "SLURM_ARRAY_TASK_ID is below SLURM_ARRAY_TASK_MIN; pass --shard i/N");
+    return {id - first, environment_number("SLURM_ARRAY_TASK_COUNT")};
+  }
+  if (std::getenv("JOB_COMPLETION_INDEX")) {
+    const std::uint64_t index = environment_number("JOB_COMPLETION_INDEX");
+    if (settings.shard_count) return {index, *settings.shard_count};
+    if (std::getenv("DETFUZZ_SHARD_COUNT")) return {index, environment_number("DETFUZZ_SHARD_COUNT")};
+    throw Error(ErrorKind::usage,
+                "JOB_COMPLETION_INDEX is set but the number of shards is not; pass --shard-count N (the Job's "
+                "completions) or set DETFUZZ_SHARD_COUNT");
+  }
+  return {0, 1};
+}
+
 fuzz::CampaignOptions campaign_options(const RunSettings& settings) {
   fuzz::CampaignOptions options;
   options.ops = settings.ops;
@@ -119,6 +173,7 @@ fuzz::CampaignOptions campaign_options(const RunSettings& settings) {
   if (!settings.budget.empty()) options.budget_s = parse_duration(settings.budget, "--budget");
   if (!options.cases_per_cell && !options.budget_s) options.cases_per_cell = 200;
   options.seed = settings.seed;
+  std::tie(options.shard_index, options.shard_count) = shard_of(settings);
   for (const auto& name : settings.fail_on) {
     if (name == "all") {
       options.fail_on.assign(kAllFindingKinds.begin(), kAllFindingKinds.end());
@@ -258,7 +313,7 @@ int run_command(const RunSettings& settings, const kernels::KernelConfig& kernel
   if (settings.profile) reports::print_profile(report, std::cout);
   std::string path;
   try {
-    path = reports::write_report(report, settings.report_dir);
+    path = reports::write_report_files(report, settings.report_dir);
   } catch (const std::exception& e) {
     throw Error(ErrorKind::input, std::string(e.what()) + " (the summary above holds the findings)");
   }
@@ -464,6 +519,53 @@ int replay_generated(const CaseSelection& selection, const fuzz::Registry& regis
 // their canonical, content-addressed names, replacing an older text of the same case (an
 // edited description or reference). Unlike `run`, no deduplication by signature: the
 // person adding a case decides.
+struct MergeSettings {
+  std::vector<std::string> reports;
+  std::string out_dir;
+};
+
+int merge_command(const MergeSettings& settings) {
+  std::vector<reports::Report> inputs;
+  std::vector<std::string> dirs;
+  for (const auto& path : settings.reports) {
+    inputs.push_back(reports::read_report(path));
+    const std::filesystem::path p(path);
+    dirs.push_back(std::filesystem::is_directory(p) ? p.string() : p.parent_path().string());
+  }
+  reports::Report merged = reports::merge_reports(inputs);
+  check_report_dir(settings.out_dir);
+  const auto missing = reports::gather_corpus(merged, dirs, settings.out_dir + "/corpus");
+  reports::print_summary(merged, std::cout);
+  const std::string path = reports::write_report_files(merged, settings.out_dir);
+  std::cout << "merged " << merged.parts.size() << " part(s) from " << inputs.size() << " report(s): " << path << "\n";
+  for (const auto& file : missing)
+    std::cerr << "detfuzz: warning: case file " << file << " was not found next to any input report; "
+              << "its finding keeps the path\n";
+  return merged.has_failing_finding() ? 1 : 0;
+}
+
+struct GateSettings {
+  std::string baseline, candidate, policy;
+  std::vector<std::string> renames;
+  bool allow_config_mismatch = false;
+};
+
+int gate_command(const GateSettings& settings) {
+  reports::GateOptions options;
+  if (!settings.policy.empty()) options.policy = reports::read_gate_policy(settings.policy);
+  for (const auto& rename : settings.renames) {
+    const auto equals = rename.find('=');
+    if (equals == std::string::npos || equals == 0 || equals + 1 == rename.size())
+      throw Error(ErrorKind::usage, "--rename-target '" + rename + "' is not OLD=NEW (a baseline target = a candidate target)");
+    options.rename_target[rename.substr(0, equals)] = rename.substr(equals + 1);
+  }
+  options.allow_config_mismatch = settings.allow_config_mismatch;
+  const reports::GateResult result =
+      reports::gate(reports::read_report(settings.baseline), reports::read_report(settings.candidate), options);
+  reports::print_gate(result, std::cout);
+  return result.pass ? 0 : 1;
+}
+
 int corpus_add_command(const std::vector<std::string>& files, const std::string& dir) {
   corpus::ensure_directory(dir);
   for (const std::string& path : files) {
@@ -559,6 +661,12 @@ int main_with_args(int argc, char** argv) {
                   "wall-time budget shared fairly by all cells, e.g. 60s, 5m (stops at --cases too)");
   run->add_option("--seed", settings.seed, "campaign seed: same seed and settings, same cases and findings")
       ->capture_default_str();
+  run->add_option("--shard", settings.shard,
+                  "run shard i of N (i/N, from 0): the shards of one seed split each cell's case indices and "
+                  "together cover N times --cases; default from SLURM_ARRAY_TASK_ID/_COUNT or "
+                  "JOB_COMPLETION_INDEX");
+  run->add_option("--shard-count", settings.shard_count,
+                  "the number of shards when the index comes from JOB_COMPLETION_INDEX (or DETFUZZ_SHARD_COUNT)");
   run->add_option("--jobs,-j", settings.jobs,
                   "lanes running cells side by side, each with its own worker process; a cell's cases and "
                   "findings do not depend on it (default 0: one per CPU core)")
@@ -642,6 +750,29 @@ int main_with_args(int argc, char** argv) {
   corpus_add->add_option("files", add_files, "case files")->required()->check(CLI::ExistingFile);
   corpus_add->add_option("--corpus", add_dir, "the corpus directory")->capture_default_str();
 
+  MergeSettings merge_settings;
+  CLI::App* merge = app.add_subcommand(
+      "merge", "merge the reports of a campaign's shards: report.json, junit.xml, summary.md and the union of "
+               "their corpora in -o DIR; merging is commutative and idempotent (a shard merged twice counts once)");
+  merge->add_option("reports", merge_settings.reports, "report.json files or the --report DIRs of runs")->required();
+  merge->add_option("-o,--out", merge_settings.out_dir, "directory for the merged report")->required();
+
+  GateSettings gate_settings;
+  CLI::App* gate = app.add_subcommand(
+      "gate", "compare a candidate library's campaign with the baseline's: exit 1 on a new failing finding, a cell "
+              "that became unsupported or an error that grew past the policy, 0 otherwise; prints what changed");
+  gate->add_option("--baseline", gate_settings.baseline, "the old library's report.json (or its --report DIR)")
+      ->required();
+  gate->add_option("--candidate", gate_settings.candidate, "the new library's report.json (or its --report DIR)")
+      ->required();
+  gate->add_option("--policy", gate_settings.policy,
+                   "JSON: max_error_growth (default 2), error_floor (0.01), fail_on_new_findings, "
+                   "fail_on_unsupported, fail_on_error_growth (true)");
+  gate->add_option("--rename-target", gate_settings.renames,
+                   "OLD=NEW: compare the baseline's target OLD with the candidate's NEW (repeatable)");
+  gate->add_flag("--allow-config-mismatch", gate_settings.allow_config_mismatch,
+                 "compare campaigns with different seeds, matrices or budgets anyway");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -653,7 +784,7 @@ int main_with_args(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::string message = e.what();
     if (app.get_subcommands().empty() && !app.remaining().empty() && app.remaining().front()[0] != '-')
-      message = "unknown command '" + app.remaining().front() + "'; the commands are list, run, selftest, replay, eval and corpus-add";
+      message = "unknown command '" + app.remaining().front() + "'; the commands are list, run, selftest, replay, eval, corpus-add, merge and gate";
     std::cerr << "detfuzz: error: " << message << "\nRun `detfuzz --help` or `detfuzz "
               << (app.get_subcommands().empty() ? "run" : app.get_subcommands().front()->get_name())
               << " --help` for the options.\n";
@@ -669,6 +800,8 @@ int main_with_args(int argc, char** argv) {
       return fuzz::serve_worker(fuzz::default_registry(kernel_config));
     }
     if (corpus_add->parsed()) return corpus_add_command(add_files, add_dir);
+    if (merge->parsed()) return merge_command(merge_settings);
+    if (gate->parsed()) return gate_command(gate_settings);
     kernels::set_single_threaded();
     fuzz::Registry registry = fuzz::default_registry(kernel_config);
     ScratchDir scratch;

@@ -1,0 +1,160 @@
+#include "reports/gate.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <fmt/ostream.h>
+
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <set>
+#include <sstream>
+
+#include "model/error.h"
+
+namespace detfuzz::reports {
+namespace {
+
+// What makes two campaigns comparable: their configs without how they ran and without
+// their targets (compared after renaming).
+nlohmann::json comparable_config(nlohmann::json config) {
+  for (const char* key : {"jobs", "corpus", "targets", "minimize_budget_s"}) config.erase(key);
+  if (config.contains("shard") && config["shard"].is_object()) config["shard"].erase("merged");
+  return config;
+}
+
+std::string format_error(double e) { return e < 0 ? "-" : fmt::format("{:.3g}", e); }
+
+}  // namespace
+
+GatePolicy read_gate_policy(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorKind::input, "cannot read the gate policy " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorKind::input, "gate policy " + path + " is not JSON: " + e.what());
+  }
+  if (!json.is_object()) throw Error(ErrorKind::input, "gate policy " + path + " must be a JSON object");
+  GatePolicy policy;
+  const std::map<std::string, double*> numbers{{"max_error_growth", &policy.max_error_growth},
+                                               {"error_floor", &policy.error_floor}};
+  const std::map<std::string, bool*> flags{{"fail_on_new_findings", &policy.fail_on_new_findings},
+                                           {"fail_on_unsupported", &policy.fail_on_unsupported},
+                                           {"fail_on_error_growth", &policy.fail_on_error_growth}};
+  for (const auto& [key, value] : json.items()) {
+    if (auto n = numbers.find(key); n != numbers.end() && value.is_number() && value.get<double>() >= 0) {
+      *n->second = value.get<double>();
+    } else if (auto f = flags.find(key); f != flags.end() && value.is_boolean()) {
+      *f->second = value.get<bool>();
+    } else {
+      throw Error(ErrorKind::input,
+                  fmt::format("gate policy {}: '{}' is not a known key with a valid value; known: max_error_growth "
+                              "(number >= 0), error_floor (number >= 0), fail_on_new_findings, fail_on_unsupported, "
+                              "fail_on_error_growth (true/false)",
+                              path, key));
+    }
+  }
+  return policy;
+}
+
+GateResult gate(const Report& baseline, const Report& candidate, const GateOptions& options) {
+  auto renamed = [&](const std::string& target) {
+    auto it = options.rename_target.find(target);
+    return it == options.rename_target.end() ? target : it->second;
+  };
+  if (!options.allow_config_mismatch) {
+    const nlohmann::json a = comparable_config(baseline.config), b = comparable_config(candidate.config);
+    std::set<std::string> keys;
+    for (const auto& [key, value] : a.items()) keys.insert(key);
+    for (const auto& [key, value] : b.items()) keys.insert(key);
+    std::vector<std::string> differ;
+    for (const auto& key : keys)
+      if (a.value(key, nlohmann::json()) != b.value(key, nlohmann::json()))
+        differ.push_back(fmt::format("{} ({} vs {})", key, a.value(key, nlohmann::json()).dump(),
+                                     b.value(key, nlohmann::json()).dump()));
+    if (!differ.empty())
+      throw Error(ErrorKind::input,
+                  fmt::format("the baseline and the candidate ran different campaigns, so comparing them means "
+                              "little: {}; run both with the same settings, or pass --allow-config-mismatch",
+                              fmt::join(differ, "; ")));
+  }
+  const GatePolicy& policy = options.policy;
+  GateResult result;
+  auto add = [&](GateChange change) {
+    result.pass = result.pass && !change.fails;
+    result.changes.push_back(std::move(change));
+  };
+
+  // Cells, matched by (op, target, dtype, device) with the baseline's targets renamed.
+  auto key = [](const std::string& op, const std::string& target, const std::string& dtype, const std::string& device) {
+    return op + "/" + target + "/" + dtype + "/" + device;
+  };
+  std::map<std::string, const CellSummary*> before;
+  for (const auto& c : baseline.cells) before[key(c.op, renamed(c.target), c.dtype, c.device)] = &c;
+  std::set<std::string> seen;
+  for (const auto& c : candidate.cells) {
+    const std::string id = key(c.op, c.target, c.dtype, c.device);
+    seen.insert(id);
+    auto it = before.find(id);
+    if (it == before.end()) {
+      add({id, "new cell", "-", c.status, false, false, false});
+      continue;
+    }
+    const CellSummary& b = *it->second;
+    const bool was_supported = b.status != "unsupported", is_supported = c.status != "unsupported";
+    if (was_supported && !is_supported) {
+      add({id, "unsupported", "supported", "unsupported: " + c.reason, true, policy.fail_on_unsupported, false});
+      continue;
+    }
+    if (!was_supported && is_supported) add({id, "now supported", "unsupported", "supported", false, false, true});
+    const double e0 = b.max_normalized_error, e1 = c.max_normalized_error;
+    if (e0 >= 0 && e1 >= 0 && e0 != e1) {
+      const bool crossed = e0 <= 1 && e1 > 1;
+      const bool grew = e1 > policy.max_error_growth * std::max(e0, policy.error_floor);
+      const bool shrank = e0 > policy.max_error_growth * std::max(e1, policy.error_floor) || (e0 > 1 && e1 <= 1);
+      if (crossed || grew)
+        add({id, crossed ? "max error crossed 1" : "max error grew", format_error(e0), format_error(e1), true,
+             policy.fail_on_error_growth, false});
+      else if (shrank)
+        add({id, "max error shrank", format_error(e0), format_error(e1), false, false, true});
+    }
+  }
+  for (const auto& [id, cell] : before)
+    if (!seen.count(id)) add({id, "cell missing", cell->status, "-", true, policy.fail_on_unsupported, false});
+
+  // Findings, matched by signature with the baseline's targets renamed.
+  auto signature = [&](const FindingRecord& f, const std::string& target) {
+    return key(f.op, target, f.dtype, f.device) + " " + f.kind + "/" + f.property;
+  };
+  std::map<std::string, const FindingRecord*> old_findings, new_findings;
+  for (const auto& f : baseline.findings) old_findings[signature(f, renamed(f.target))] = &f;
+  for (const auto& f : candidate.findings) new_findings[signature(f, f.target)] = &f;
+  for (const auto& [sig, f] : new_findings)
+    if (!old_findings.count(sig))
+      add({sig, f->fails ? "new failing finding" : "new finding (not failing)", "-", f->message, true,
+           f->fails && policy.fail_on_new_findings, false});
+  for (const auto& [sig, f] : old_findings)
+    if (!new_findings.count(sig)) add({sig, "finding gone", f->message, "-", false, false, true});
+  return result;
+}
+
+void print_gate(const GateResult& result, std::ostream& out) {
+  if (result.changes.empty()) fmt::print(out, "no change between baseline and candidate\n");
+  for (const auto& c : result.changes) {
+    const char* verdict = c.fails ? "FAIL" : c.worse ? "worse" : c.better ? "better" : "note";
+    std::string candidate = c.candidate.size() > 100 ? c.candidate.substr(0, 97) + "..." : c.candidate;
+    std::string baseline = c.baseline.size() > 60 ? c.baseline.substr(0, 57) + "..." : c.baseline;
+    fmt::print(out, "{:<6} {:<26} {}\n         baseline: {}\n         candidate: {}\n", verdict, c.what, c.cell, baseline,
+               candidate);
+  }
+  std::size_t failing = 0;
+  for (const auto& c : result.changes) failing += c.fails;
+  fmt::print(out, "gate: {}{}\n", result.pass ? "PASS" : "FAIL",
+             result.pass ? "" : fmt::format(" ({} change(s) beyond the policy)", failing));
+}
+
+}  // namespace detfuzz::reports

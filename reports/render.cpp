@@ -1,0 +1,118 @@
+#include "reports/render.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "corpus/atomic_file.h"
+
+namespace detfuzz::reports {
+namespace {
+
+std::string xml_escaped(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        // XML 1.0 allows no control characters but tab, newline and carriage return.
+        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') out += ' ';
+        else out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string finding_line(const FindingRecord& f) {
+  return fmt::format("[{}] {}: {}", f.kind, f.property, f.message);
+}
+
+std::string finding_body(const FindingRecord& f) {
+  std::string body = fmt::format("{}\nminimized to {} (from {}), found after {} cases\nreplay: {}\n", finding_line(f),
+                                 f.size, f.original_size, f.found_after_cases, f.replay);
+  if (!f.case_file.empty()) body += "case file: " + f.case_file + "\n";
+  return body;
+}
+
+bool in_cell(const FindingRecord& f, const CellSummary& c) {
+  return f.op == c.op && f.target == c.target && f.dtype == c.dtype && f.device == c.device;
+}
+
+std::string markdown_cell(std::string text) {  // a table cell: no pipes, no newlines
+  for (char& c : text)
+    if (c == '|' || c == '\n') c = ' ';
+  return text;
+}
+
+}  // namespace
+
+std::string junit_xml(const Report& report) {
+  std::size_t failures = 0, skipped = 0;
+  for (const auto& c : report.cells) {
+    if (c.status == "unsupported") ++skipped;
+    for (const auto& f : report.findings) failures += in_cell(f, c) && f.fails;
+  }
+  std::string xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  xml += fmt::format("<testsuites name=\"detfuzz\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3f}\">\n",
+                     report.cells.size(), failures, skipped, report.elapsed_s);
+  xml += fmt::format("  <testsuite name=\"detfuzz\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3f}\">\n",
+                     report.cells.size(), failures, skipped, report.elapsed_s);
+  for (const auto& c : report.cells) {
+    xml += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\">\n", xml_escaped(c.op),
+                       xml_escaped(c.target + "/" + c.dtype + "/" + c.device), c.elapsed_s);
+    if (c.status == "unsupported") xml += fmt::format("      <skipped message=\"{}\"/>\n", xml_escaped(c.reason));
+    std::string out = fmt::format("{} cases\n", c.cases);
+    for (const auto& f : report.findings) {
+      if (!in_cell(f, c)) continue;
+      if (f.fails)
+        xml += fmt::format("      <failure message=\"{}\" type=\"{}\">{}</failure>\n", xml_escaped(finding_line(f)),
+                           xml_escaped(f.kind), xml_escaped(finding_body(f)));
+      else
+        out += "not failing: " + finding_body(f);
+    }
+    xml += "      <system-out>" + xml_escaped(out) + "</system-out>\n";
+    xml += "    </testcase>\n";
+  }
+  xml += "  </testsuite>\n</testsuites>\n";
+  return xml;
+}
+
+std::string markdown_summary(const Report& report) {
+  std::size_t failing = 0;
+  for (const auto& f : report.findings) failing += f.fails;
+  std::string md = fmt::format("## detfuzz: {}\n\n", failing ? fmt::format("{} failing finding(s)", failing) : "no failing finding");
+  md += fmt::format("{} cases in {:.1f} s, {} finding(s){}.\n\n", report.total_cases(), report.elapsed_s,
+                    report.findings.size(), report.partial ? " (partial: interrupted)" : "");
+  md += "| op | target | dtype | device | cases | max normalized error | findings | status |\n";
+  md += "|---|---|---|---|---:|---:|---:|---|\n";
+  for (const auto& c : report.cells) {
+    const std::string error = c.max_normalized_error < 0 ? "-" : fmt::format("{:.3g}", c.max_normalized_error);
+    const std::string status = c.status == "unsupported" ? "unsupported: " + c.reason
+                                : c.status == "failed"    ? "**failed**"
+                                                          : c.status;
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", markdown_cell(c.op), markdown_cell(c.target),
+                      c.dtype, c.device, c.cases, error, c.findings, markdown_cell(status));
+  }
+  if (!report.findings.empty()) {
+    md += "\n### Findings\n\n";
+    for (const auto& f : report.findings) {
+      md += fmt::format("- **{}** `{}/{}/{}` {}{}: {}\n", f.fails ? "failing" : "not failing", f.op, f.target, f.dtype,
+                        f.kind, f.property.empty() ? "" : "/" + f.property, markdown_cell(f.message));
+      md += fmt::format("  minimized to {} (from {}); replay: `{}`\n", f.size, f.original_size, f.replay);
+    }
+  }
+  return md;
+}
+
+std::string write_report_files(const Report& report, const std::string& dir) {
+  const std::string path = write_report(report, dir);
+  corpus::write_file_atomically((std::filesystem::path(dir) / "junit.xml").string(), junit_xml(report));
+  corpus::write_file_atomically((std::filesystem::path(dir) / "summary.md").string(), markdown_summary(report));
+  return path;
+}
+
+}  // namespace detfuzz::reports

@@ -1,0 +1,24 @@
+// Renderings of a report for the places people look: JUnit XML for CI test tabs, Markdown
+// for a job summary or a PR comment. Both are written next to report.json by `run` and
+// `merge`.
+#pragma once
+
+#include <string>
+
+#include "reports/report.h"
+
+namespace detfuzz::reports {
+
+// One <testcase> per cell (classname op, name target/dtype/device): unsupported cells are
+// <skipped>, a cell with failing findings has one <failure> per finding (its summary as the
+// message, the replay command and case file in the body); non-failing findings go to
+// <system-out>. The layout of the common JUnit schema (testsuites > testsuite > testcase).
+std::string junit_xml(const Report& report);
+
+// A summary table of cells, then each finding with its replay command.
+std::string markdown_summary(const Report& report);
+
+// report.json, junit.xml and summary.md in `dir`; returns report.json's path.
+std::string write_report_files(const Report& report, const std::string& dir);
+
+}  // namespace detfuzz::reports
