@@ -560,8 +560,9 @@ int gate_command(const GateSettings& settings) {
     options.rename_target[rename.substr(0, equals)] = rename.substr(equals + 1);
   }
   options.allow_config_mismatch = settings.allow_config_mismatch;
-  const reports::GateResult result =
-      reports::gate(reports::read_report(settings.baseline), reports::read_report(settings.candidate), options);
+  const reports::Report baseline = reports::read_report(settings.baseline);
+  const reports::Report candidate = reports::read_report(settings.candidate);
+  const reports::GateResult result = reports::gate(baseline, candidate, options);
   reports::print_gate(result, std::cout);
   return result.pass ? 0 : 1;
 }

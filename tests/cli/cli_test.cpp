@@ -32,9 +32,14 @@ struct Result {
   std::string output;  // stdout and stderr together
 };
 
-Result detfuzz(const std::string& arguments) {
-  const char* binary = std::getenv("DETFUZZ_BINARY");
-  std::string command = std::string(binary ? binary : "build/detfuzz") + " " + arguments + " 2>&1";
+std::string binary() {
+  const char* path = std::getenv("DETFUZZ_BINARY");
+  return path ? path : "build/detfuzz";
+}
+
+// A shell command line, stdout and stderr together.
+Result shell(const std::string& command_line) {
+  const std::string command = command_line + " 2>&1";
   Result result;
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return result;
@@ -44,6 +49,8 @@ Result detfuzz(const std::string& arguments) {
   result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
 }
+
+Result detfuzz(const std::string& arguments) { return shell(binary() + " " + arguments); }
 
 class Cli : public detfuzz::testing::ScratchDirTest {
  protected:
@@ -148,6 +155,62 @@ TEST_F(Cli, JobsChangeHowFastNotWhatIsFound) {
   EXPECT_EQ(one["cells"], two["cells"]);
 }
 
+TEST_F(Cli, ShardsMergedCoverWhatOneRunWithTheirCasesCovers) {
+  const std::string campaign = "run --ops box_iou --dtypes fp16,fp32 --progress none --seed 5 ";
+  Result whole = detfuzz(campaign + "--cases 80 --report " + dir() + "/whole");
+  ASSERT_LE(whole.status, 1) << whole.output;
+  Result first = detfuzz(campaign + "--cases 40 --shard 0/2 --report " + dir() + "/s0");
+  ASSERT_LE(first.status, 1) << first.output;
+  // The second shard takes its index from a Slurm job array's environment.
+  Result second = shell("SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_MIN=2 SLURM_ARRAY_TASK_COUNT=2 " + binary() + " " +
+                        campaign + "--cases 40 --report " + dir() + "/s1");
+  ASSERT_LE(second.status, 1) << second.output;
+  Result merged = detfuzz("merge -o " + dir() + "/merged " + dir() + "/s1 " + dir() + "/s0/report.json " + dir() + "/s1");
+  ASSERT_EQ(merged.status, whole.status) << merged.output;
+  EXPECT_NE(merged.output.find("merged 2 part(s) from 3 report(s)"), std::string::npos) << merged.output;
+  auto read = [](const std::string& path) { return nlohmann::json::parse(std::ifstream(path)); };
+  const nlohmann::json a = read(dir() + "/whole/report.json"), b = read(dir() + "/merged/report.json");
+  ASSERT_EQ(a["cells"].size(), b["cells"].size());
+  for (std::size_t i = 0; i < a["cells"].size(); ++i) {
+    EXPECT_EQ(a["cells"][i]["cases"], b["cells"][i]["cases"]);
+    EXPECT_EQ(a["cells"][i]["max_normalized_error"], b["cells"][i]["max_normalized_error"]);
+    EXPECT_EQ(a["cells"][i]["occurrences_by_kind"], b["cells"][i]["occurrences_by_kind"]);
+  }
+  std::map<std::string, int> whole_findings, merged_findings;
+  for (const auto& f : a["findings"]) whole_findings[f["signature"]] = f["occurrences"];
+  for (const auto& f : b["findings"]) {
+    merged_findings[f["signature"]] = f["occurrences"];
+    EXPECT_TRUE(fs::exists(f["case_file"].get<std::string>())) << f["case_file"];  // the union of the corpora
+  }
+  EXPECT_FALSE(whole_findings.empty());
+  EXPECT_EQ(whole_findings, merged_findings);
+  EXPECT_TRUE(fs::exists(dir() + "/merged/junit.xml"));
+  EXPECT_TRUE(fs::exists(dir() + "/merged/summary.md"));
+  // A Kubernetes Indexed Job says its index but not the count: that is asked for.
+  Result k8s = shell("JOB_COMPLETION_INDEX=1 " + binary() + " " + campaign + "--cases 1 --report " + dir() + "/k");
+  EXPECT_EQ(k8s.status, 2) << k8s.output;
+  EXPECT_NE(k8s.output.find("pass --shard-count N"), std::string::npos) << k8s.output;
+}
+
+TEST_F(Cli, GateFailsAMutantCandidateAndPassesTheSameTargetTwice) {
+  const std::string campaign = "run --ops roi_align --dtypes fp32 --cases 30 --progress none ";
+  ASSERT_EQ(detfuzz(campaign + "--targets torchvision --report " + dir() + "/old").status, 0);
+  ASSERT_EQ(detfuzz(campaign + "--targets torchvision --report " + dir() + "/again").status, 0);
+  ASSERT_EQ(detfuzz(campaign + "--targets mutant:roi_align_ignores_spatial_scale --report " + dir() + "/new").status, 1);
+  Result same = detfuzz("gate --baseline " + dir() + "/old --candidate " + dir() + "/again/report.json");
+  EXPECT_EQ(same.status, 0) << same.output;
+  EXPECT_NE(same.output.find("gate: PASS"), std::string::npos) << same.output;
+  Result mutant = detfuzz("gate --baseline " + dir() + "/old --candidate " + dir() +
+                          "/new --rename-target torchvision=mutant:roi_align_ignores_spatial_scale");
+  EXPECT_EQ(mutant.status, 1) << mutant.output;
+  EXPECT_NE(mutant.output.find("new failing finding"), std::string::npos) << mutant.output;
+  EXPECT_NE(mutant.output.find("gate: FAIL"), std::string::npos) << mutant.output;
+  ASSERT_EQ(detfuzz(campaign + "--targets torchvision --seed 9 --report " + dir() + "/seed9").status, 0);
+  Result mismatch = detfuzz("gate --baseline " + dir() + "/old --candidate " + dir() + "/seed9");
+  EXPECT_EQ(mismatch.status, 2) << mismatch.output;
+  EXPECT_NE(mismatch.output.find("seed (1 vs 9)"), std::string::npos) << mismatch.output;
+}
+
 TEST_F(Cli, UsageErrorsExitTwoAndSayWhatToDo) {
   struct Case {
     std::string arguments, expected;
@@ -159,6 +222,11 @@ TEST_F(Cli, UsageErrorsExitTwoAndSayWhatToDo) {
            {"run --devices tpu", "unknown device 'tpu'"},
            {"run --max-boxes 100000000", "--max-boxes 100000000 is out of range"},
            {"run --jobs -3", "--jobs -3 is out of range"},
+           {"run --shard 2/2", "shard 2/2 does not exist"},
+           {"run --shard half", "--shard 'half' is not i/N"},
+           {"merge -o /tmp/detfuzz-never /no/such/report.json", "cannot read report /no/such/report.json"},
+           {"gate --baseline /no/a.json --candidate /no/b.json", "cannot read report /no/a.json"},
+           {"gate --baseline /no/a.json --candidate /no/b.json --rename-target x", "is not OLD=NEW"},
            {"run --budget soon", "is not a duration"},
            {"run --fail-on everything", "unknown finding kind 'everything'"},
            {"run --cases lots", "--cases"},
