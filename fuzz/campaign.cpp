@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -55,6 +56,7 @@ struct CellState {
   std::vector<reports::FindingRecord> findings;  // in the order the cell met them
   std::map<std::string, std::size_t> finding_by_signature;  // index into `findings`
   std::vector<double> case_errors;  // each case's largest normalized error
+  std::vector<std::array<double, 2>> error_vs_magnitude;
   double elapsed_s = 0;
   std::map<std::string, double> profile_s;  // measured phases; `other` is derived
   bool done = false;
@@ -121,6 +123,8 @@ reports::Report assemble(const std::vector<CellState>& cells, const reports::Rep
     for (const auto& [phase, seconds] : cell.profile_s) measured += seconds;
     if (cell.elapsed_s > 0) summary.profile_s["other"] = std::max(0.0, cell.elapsed_s - measured);
     summary.normalized_error_percentiles = percentiles(cell.case_errors);
+    summary.error_histogram = reports::error_histogram(cell.case_errors);
+    summary.error_vs_magnitude = cell.error_vs_magnitude;
     if (summary.status != "unsupported") {
       bool failed = false;
       for (const auto& finding : cell.findings) failed = failed || finding.fails;
@@ -300,7 +304,11 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
     ++snapshot.cases;
     cell.summary.max_normalized_error =
         std::max(cell.summary.max_normalized_error, outcome.judgement.max_normalized_error);
-    if (outcome.judgement.max_normalized_error >= 0) cell.case_errors.push_back(outcome.judgement.max_normalized_error);
+    if (outcome.judgement.max_normalized_error >= 0) {
+      cell.case_errors.push_back(outcome.judgement.max_normalized_error);
+      if (outcome.input_magnitude >= 0 && cell.error_vs_magnitude.size() < reports::kMaxMagnitudePoints)
+        cell.error_vs_magnitude.push_back({outcome.input_magnitude, outcome.judgement.max_normalized_error});
+    }
 
     for (const auto& verdict : outcome.judgement.verdicts) {
       const std::string kind(finding_kind_name(verdict.kind));

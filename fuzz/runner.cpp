@@ -310,6 +310,7 @@ class WorkerRunner final : public CaseRunner {
             const auto& t = reply.answer.at("times");
             outcome.times = {t.at(0).get<double>(), t.at(1).get<double>(), t.at(2).get<double>(), t.at(3).get<double>()};
           }
+          outcome.input_magnitude = reply.answer.value("magnitude", -1.0);
         } else {
           // The case in flight killed its worker; the ones after it run on a fresh one.
           outcome.judgement.verdicts.push_back(casualty(reply, case_timeout));
@@ -443,6 +444,7 @@ nlohmann::json answer(const Registry& registry, const nlohmann::json& request) {
   compare::Judgement judgement;
   std::size_t size = 0;
   CaseTimes times;
+  double magnitude = -1;
   if (cmd == "run") {
     CaseRequest r{target, dtype, device, std::stoull(request.at("case_seed").get<std::string>()),
                   request.at("generator_size").get<int>(), request.at("max_boxes").get<int>(),
@@ -451,6 +453,7 @@ nlohmann::json answer(const Registry& registry, const nlohmann::json& request) {
     judgement = std::move(outcome.judgement);
     size = outcome.size;
     times = outcome.times;
+    magnitude = outcome.input_magnitude;
   } else if (cmd == "judge") {
     judgement = op->judge_json(request.at("input"), target, dtype, device);
   } else if (cmd == "evaluate") {
@@ -466,10 +469,12 @@ nlohmann::json answer(const Registry& registry, const nlohmann::json& request) {
   }
   nlohmann::json verdicts = nlohmann::json::array();
   for (const auto& v : judgement.verdicts) verdicts.push_back(verdict_json(v));
-  return {{"verdicts", verdicts},
-          {"max_normalized_error", judgement.max_normalized_error},
-          {"size", size},
-          {"times", {times.generation_s, times.kernel_s, times.oracle_s, times.judge_s}}};
+  nlohmann::json reply = {{"verdicts", verdicts},
+                         {"max_normalized_error", judgement.max_normalized_error},
+                         {"size", size},
+                         {"times", {times.generation_s, times.kernel_s, times.oracle_s, times.judge_s}}};
+  if (magnitude >= 0) reply["magnitude"] = magnitude;
+  return reply;
 }
 
 }  // namespace

@@ -125,6 +125,13 @@ Report merge_reports(const std::vector<Report>& reports) {
       into.max_normalized_error = std::max(into.max_normalized_error, c.max_normalized_error);
       for (const auto& [kind, n] : c.occurrences_by_kind) into.occurrences_by_kind[kind] += n;
       for (const auto& [phase, seconds] : c.profile_s) into.profile_s[phase] += seconds;
+      if (!c.error_histogram.empty()) {
+        into.error_histogram.resize(kErrorHistogramBins, 0);
+        for (std::size_t bin = 0; bin < kErrorHistogramBins && bin < c.error_histogram.size(); ++bin)
+          into.error_histogram[bin] += c.error_histogram[bin];
+      }
+      for (const auto& point : c.error_vs_magnitude)
+        if (into.error_vs_magnitude.size() < kMaxMagnitudePoints) into.error_vs_magnitude.push_back(point);
       if (c.status == "unsupported") {
         if (into.reason.empty()) into.reason = c.reason;
       } else {

@@ -5,11 +5,10 @@
 #include <filesystem>
 
 #include "corpus/atomic_file.h"
+#include "reports/html.h"
 
 namespace detfuzz::reports {
-namespace {
-
-std::string xml_escaped(const std::string& text) {
+std::string markup_escaped(const std::string& text) {
   std::string out;
   for (unsigned char c : text) {
     switch (c) {
@@ -26,6 +25,8 @@ std::string xml_escaped(const std::string& text) {
   }
   return out;
 }
+
+namespace {
 
 std::string finding_line(const FindingRecord& f) {
   return fmt::format("[{}] {}: {}", f.kind, f.property, f.message);
@@ -62,19 +63,19 @@ std::string junit_xml(const Report& report) {
   xml += fmt::format("  <testsuite name=\"detfuzz\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3f}\">\n",
                      report.cells.size(), failures, skipped, report.elapsed_s);
   for (const auto& c : report.cells) {
-    xml += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\">\n", xml_escaped(c.op),
-                       xml_escaped(c.target + "/" + c.dtype + "/" + c.device), c.elapsed_s);
-    if (c.status == "unsupported") xml += fmt::format("      <skipped message=\"{}\"/>\n", xml_escaped(c.reason));
+    xml += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\">\n", markup_escaped(c.op),
+                       markup_escaped(c.target + "/" + c.dtype + "/" + c.device), c.elapsed_s);
+    if (c.status == "unsupported") xml += fmt::format("      <skipped message=\"{}\"/>\n", markup_escaped(c.reason));
     std::string out = fmt::format("{} cases\n", c.cases);
     for (const auto& f : report.findings) {
       if (!in_cell(f, c)) continue;
       if (f.fails)
-        xml += fmt::format("      <failure message=\"{}\" type=\"{}\">{}</failure>\n", xml_escaped(finding_line(f)),
-                           xml_escaped(f.kind), xml_escaped(finding_body(f)));
+        xml += fmt::format("      <failure message=\"{}\" type=\"{}\">{}</failure>\n", markup_escaped(finding_line(f)),
+                           markup_escaped(f.kind), markup_escaped(finding_body(f)));
       else
         out += "not failing: " + finding_body(f);
     }
-    xml += "      <system-out>" + xml_escaped(out) + "</system-out>\n";
+    xml += "      <system-out>" + markup_escaped(out) + "</system-out>\n";
     xml += "    </testcase>\n";
   }
   xml += "  </testsuite>\n</testsuites>\n";
@@ -112,6 +113,7 @@ std::string write_report_files(const Report& report, const std::string& dir) {
   const std::string path = write_report(report, dir);
   corpus::write_file_atomically((std::filesystem::path(dir) / "junit.xml").string(), junit_xml(report));
   corpus::write_file_atomically((std::filesystem::path(dir) / "summary.md").string(), markdown_summary(report));
+  corpus::write_file_atomically((std::filesystem::path(dir) / "report.html").string(), html_report(report));
   return path;
 }
 

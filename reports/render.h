@@ -1,6 +1,6 @@
 // Renderings of a report for the places people look: JUnit XML for CI test tabs, Markdown
-// for a job summary or a PR comment. Both are written next to report.json by `run` and
-// `merge`.
+// for a job summary or a PR comment, HTML (reports/html.h) for people. All are written
+// next to report.json by `run` and `merge`.
 #pragma once
 
 #include <string>
@@ -18,7 +18,12 @@ std::string junit_xml(const Report& report);
 // A summary table of cells, then each finding with its replay command.
 std::string markdown_summary(const Report& report);
 
-// report.json, junit.xml and summary.md in `dir`; returns report.json's path.
+// Text escaped for XML and HTML content and attributes; control characters XML forbids
+// become spaces.
+std::string markup_escaped(const std::string& text);
+
+// report.json, junit.xml, summary.md and report.html (reports/html.h) in `dir`; returns
+// report.json's path.
 std::string write_report_files(const Report& report, const std::string& dir);
 
 }  // namespace detfuzz::reports

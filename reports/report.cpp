@@ -27,6 +27,17 @@ bool Report::has_failing_finding() const {
   return false;
 }
 
+std::vector<std::uint64_t> error_histogram(const std::vector<double>& errors) {
+  if (errors.empty()) return {};
+  std::vector<std::uint64_t> counts(kErrorHistogramBins, 0);
+  for (double e : errors) {
+    std::size_t bin = 0;
+    while (bin + 1 < kErrorHistogramBins && e > kErrorHistogramUpperEdges[bin]) ++bin;
+    ++counts[bin];
+  }
+  return counts;
+}
+
 nlohmann::json to_json(const Report& report) {
   nlohmann::json cells = nlohmann::json::array();
   for (const auto& c : report.cells) {
@@ -45,6 +56,8 @@ nlohmann::json to_json(const Report& report) {
     if (!c.reason.empty()) cell["reason"] = c.reason;
     if (!c.normalized_error_percentiles.empty()) cell["normalized_error_percentiles"] = c.normalized_error_percentiles;
     if (!c.profile_s.empty()) cell["profile_s"] = c.profile_s;
+    if (!c.error_histogram.empty()) cell["error_histogram"] = c.error_histogram;
+    if (!c.error_vs_magnitude.empty()) cell["error_vs_magnitude"] = c.error_vs_magnitude;
     cells.push_back(cell);
   }
   nlohmann::json findings = nlohmann::json::array();
@@ -153,6 +166,11 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
     cell.elapsed_s = r.get_or<double>(c, "elapsed_s", at, 0.0);
     cell.occurrences_by_kind = r.get_or<std::map<std::string, std::uint64_t>>(c, "occurrences_by_kind", at, {});
     cell.profile_s = r.get_or<std::map<std::string, double>>(c, "profile_s", at, {});
+    cell.error_histogram = r.get_or<std::vector<std::uint64_t>>(c, "error_histogram", at, {});
+    if (!cell.error_histogram.empty() && cell.error_histogram.size() != kErrorHistogramBins)
+      r.fail(at + ".error_histogram has " + std::to_string(cell.error_histogram.size()) + " bins, not " +
+             std::to_string(kErrorHistogramBins));
+    cell.error_vs_magnitude = r.get_or<std::vector<std::array<double, 2>>>(c, "error_vs_magnitude", at, {});
     report.cells.push_back(std::move(cell));
   }
   const auto findings = r.get<nlohmann::json>(json, "findings", "report");

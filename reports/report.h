@@ -5,8 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdint>
 #include <iosfwd>
+#include <iterator>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,7 +33,22 @@ struct CellSummary {
   // Seconds of elapsed_s by phase: generation, kernel, oracle, comparison, minimization,
   // io, other (harness overhead: scheduling, worker round trips, bookkeeping).
   std::map<std::string, double> profile_s;
+  // Cases per normalized-error bin (bins: kErrorHistogramUpperEdges); empty when no
+  // continuous output was compared. Sums under merge.
+  std::vector<std::uint64_t> error_histogram;
+  // (largest |input value|, normalized error) of sampled cases, at most
+  // kMaxMagnitudePoints: what the HTML report plots error against.
+  std::vector<std::array<double, 2>> error_vs_magnitude;
 };
+
+// Bin i of an error histogram holds the errors in (edge[i-1], edge[i]]; bin 0 exact zeros.
+inline constexpr double kErrorHistogramUpperEdges[] = {0,    1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1,
+                                                       1,    1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,
+                                                       std::numeric_limits<double>::infinity()};
+inline constexpr std::size_t kErrorHistogramBins = std::size(kErrorHistogramUpperEdges);
+inline constexpr std::size_t kMaxMagnitudePoints = 300;
+
+std::vector<std::uint64_t> error_histogram(const std::vector<double>& errors);
 
 struct FindingRecord {
   std::string op, target, dtype, device;

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 packages=(cmake ninja-build g++ pkg-config
           libtorch-dev python3-torchvision
           librapidcheck-dev libgtest-dev libfmt-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev
-          libxml2-utils)  # xmllint: the tests validate junit.xml against tests/reports/junit.xsd
+          libxml2-utils   # xmllint: the tests validate junit.xml against tests/reports/junit.xsd
+          chromium)       # the tests load report.html in a headless browser
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

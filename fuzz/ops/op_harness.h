@@ -35,7 +35,15 @@ struct CaseOutcome {
   compare::Judgement judgement;
   std::size_t size = 0;  // boxes in the case
   CaseTimes times;       // where it ran (zero for a case whose worker died)
+  // The largest finite |number| in the input, for one case in kMagnitudeSampling (what the
+  // HTML report plots error against); -1 for the others.
+  double input_magnitude = -1;
 };
+
+inline constexpr std::uint64_t kMagnitudeSampling = 8;
+
+// The largest finite |number| anywhere in a JSON value.
+double largest_magnitude(const nlohmann::json& value);
 
 struct ShrinkLimits {
   std::chrono::steady_clock::time_point deadline;

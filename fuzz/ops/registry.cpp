@@ -1,6 +1,19 @@
+#include <cmath>
 #include "fuzz/ops/op_harness.h"
 
 namespace detfuzz::fuzz {
+
+double largest_magnitude(const nlohmann::json& value) {
+  if (value.is_number()) {
+    const double x = std::fabs(value.get<double>());
+    return std::isfinite(x) ? x : 0.0;
+  }
+  double largest = 0;
+  if (value.is_array() || value.is_object())
+    for (const auto& element : value) largest = std::max(largest, largest_magnitude(element));
+  return largest;
+}
+
 
 const OpHarness* Registry::find(const std::string& name) const {
   for (const auto& op : ops)

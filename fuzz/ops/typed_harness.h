@@ -145,6 +145,7 @@ class TypedOpHarness final : public OpHarness {
     outcome.size = def_.size(problem);
     times.judge_s = seconds_since(start);
     outcome.times = times;
+    if (request.case_seed % kMagnitudeSampling == 0) outcome.input_magnitude = largest_magnitude(def_.to_json(problem));
     return outcome;
   }
 

@@ -211,6 +211,27 @@ TEST_F(Cli, GateFailsAMutantCandidateAndPassesTheSameTargetTwice) {
   EXPECT_NE(mismatch.output.find("seed (1 vs 9)"), std::string::npos) << mismatch.output;
 }
 
+TEST_F(Cli, HtmlReportRendersInAHeadlessBrowserWithEveryPicture) {
+  Result run = detfuzz("run --ops nms,box_iou,roi_align --targets aten,mutant:nms_greater_equal,"
+                       "mutant:roi_align_ignores_spatial_scale --dtypes fp16,fp32 --cases 60 --progress none --report " + dir());
+  ASSERT_EQ(run.status, 1) << run.output;
+  std::ifstream file(dir() + "/report.html");
+  std::stringstream html;
+  html << file.rdbuf();
+  // Self-contained: nothing to fetch (no URL, no script, no external source or style).
+  for (const char* forbidden : {"http:", "https:", "<script", "src=", "<link"})
+    EXPECT_EQ(html.str().find(forbidden), std::string::npos) << forbidden;
+  // Chromium parses and lays it out; the DOM it ends with has every part of the report.
+  Result dom = shell("timeout 120 chromium --headless --no-sandbox --disable-gpu --dump-dom file://" + dir() +
+                     "/report.html 2>/dev/null");
+  ASSERT_EQ(dom.status, 0) << dom.output.substr(0, 2000);
+  for (const char* element : {"<table id=\"cells\">", "<svg class=\"histogram\"", "<svg class=\"scatter\"",
+                              "<svg class=\"boxes nms\"", "wrongly suppressed", "<svg class=\"boxes pairs\"",
+                              "<svg class=\"roi roi-align\"", "<circle class=\"sample\"", "<code class=\"replay\">",
+                              "<table class=\"values\">", "detfuzz replay --seed 1"})
+    EXPECT_NE(dom.output.find(element), std::string::npos) << element;
+}
+
 TEST_F(Cli, UsageErrorsExitTwoAndSayWhatToDo) {
   struct Case {
     std::string arguments, expected;

@@ -268,6 +268,23 @@ TEST(Campaign, LanesRunCellsSideBySideAndFindWhatOneLaneFinds) {
   }
 }
 
+TEST(Campaign, CellsCarryTheirErrorHistogramAndSampledMagnitudes) {
+  Registry registry = box_iou_registry({kernels::emulated_box_iou("reference")});
+  const reports::Report report = run(registry, options({DType::fp32}, 400));
+  ASSERT_EQ(report.cells.size(), 1u);
+  const auto& cell = report.cells[0];
+  std::uint64_t histogram_cases = 0;
+  for (auto n : cell.error_histogram) histogram_cases += n;
+  EXPECT_EQ(histogram_cases, 400u);  // every box_iou case compares a continuous output
+  // About one case in kMagnitudeSampling, chosen by its seed.
+  EXPECT_GT(cell.error_vs_magnitude.size(), 400 / kMagnitudeSampling / 2);
+  EXPECT_LT(cell.error_vs_magnitude.size(), 400 / kMagnitudeSampling * 2);
+  for (const auto& [magnitude, error] : cell.error_vs_magnitude) {
+    EXPECT_GE(magnitude, 0.0);
+    EXPECT_LE(error, cell.max_normalized_error);
+  }
+}
+
 TEST(Campaign, BudgetIsSharedByEveryCell) {
   Registry registry = nms_registry({kernels::emulated_nms("reference")});
   CampaignOptions o;

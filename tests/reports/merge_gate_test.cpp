@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "model/error.h"
 #include "reports/gate.h"
@@ -84,6 +85,28 @@ TEST(Merge, ShardsAddUpCasesAndKeepTheSmallestCaseOfEachSignature) {
   EXPECT_EQ(merged.elapsed_s, 3.0);  // shards run side by side
   EXPECT_EQ(merged.config["shard"]["merged"], nlohmann::json({0, 1}));
   EXPECT_FALSE(merged.config.contains("jobs"));
+}
+
+TEST(ErrorHistogram, BinsAreUpperInclusiveDecadesWithZeroAndInfinityApart) {
+  const auto counts = error_histogram({0, 1e-9, 0.5, 1, 2, 1e300 * 10, std::numeric_limits<double>::infinity()});
+  ASSERT_EQ(counts.size(), kErrorHistogramBins);
+  EXPECT_EQ(counts[0], 1u);   // exactly 0
+  EXPECT_EQ(counts[1], 1u);   // (0, 1e-8]
+  EXPECT_EQ(counts[9], 2u);   // (0.1, 1]: 0.5 and 1 pass
+  EXPECT_EQ(counts[10], 1u);  // (1, 10]: 2 fails
+  EXPECT_EQ(counts[kErrorHistogramBins - 1], 2u);  // beyond 1e8
+  EXPECT_TRUE(error_histogram({}).empty());
+}
+
+TEST(Merge, HistogramsAddUpAndMagnitudePointsAreKept) {
+  Report a = shard(0, 2), b = shard(1, 2);
+  a.cells[0].error_histogram = error_histogram({0, 0.5});
+  a.cells[0].error_vs_magnitude = {{{10, 0.5}}};
+  b.cells[0].error_histogram = error_histogram({0.5, 3});
+  b.cells[0].error_vs_magnitude = {{{100, 3}}};
+  const Report merged = merge_reports({reread(b), reread(a)});
+  EXPECT_EQ(merged.cells[0].error_histogram, error_histogram({0, 0.5, 0.5, 3}));
+  EXPECT_EQ(merged.cells[0].error_vs_magnitude.size(), 2u);
 }
 
 TEST(Merge, IsCommutativeAssociativeAndIdempotent) {
