@@ -37,7 +37,8 @@ const OpHarness& find_op_or_throw(const Registry& registry, const std::string& n
 }
 
 ReplayStatus replay_case(const Registry& registry, const corpus::CaseFile& file,
-                         const std::string& path, std::ostream& out, CaseRunner& runner) {
+                         const std::string& path, std::ostream& out, CaseRunner& runner,
+                         compare::Judgement* judged) {
   const OpHarness& op = find_op_or_throw(registry, file.op, path);
   const auto targets = op.target_names();
   if (std::find(targets.begin(), targets.end(), file.target) == targets.end())
@@ -63,6 +64,7 @@ ReplayStatus replay_case(const Registry& registry, const corpus::CaseFile& file,
     throw Error(ErrorKind::input, path + ": input: " + e.what());
   }
   const bool ok = matches(file.expect, evaluation.judgement);
+  if (judged) *judged = evaluation.judgement;
   fmt::print(out, "{} {}  {}  expect {}, got {}\n", ok ? "PASS" : "FAIL", path, cell,
              expectation_text(file.expect),
              evaluation.judgement.verdicts.empty() ? "no verdict" : "the verdicts below");

@@ -19,8 +19,10 @@ enum class ReplayStatus { matched, mismatched, skipped };
 // Error{input} for an op or target this detfuzz does not know.
 // The case runs through `runner`, so a case that crashes or hangs its kernel is judged, not
 // fatal (a `fail` case of kind crash matches when its worker dies the same way).
+// `judged`, when given, receives the judgement (the verdicts behind the status).
 ReplayStatus replay_case(const Registry& registry, const corpus::CaseFile& file,
-                         const std::string& path, std::ostream& out, CaseRunner& runner);
+                         const std::string& path, std::ostream& out, CaseRunner& runner,
+                         compare::Judgement* judged = nullptr);
 
 // Where a minimized finding came from: enough to regenerate it from the seed.
 struct FindingOrigin {

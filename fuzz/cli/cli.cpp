@@ -77,6 +77,7 @@ struct CaseSelection {
 
 struct ReplaySettings {
   std::vector<std::string> files;
+  std::string report_dir;  // case files: also write a report (JUnit per cell, a finding per mismatch)
   CaseSelection selection;
   IsolationSettings isolation;
 };
@@ -414,23 +415,103 @@ int list_command(bool as_json, const kernels::KernelConfig& kernel_config) {
 // `replay FILE...`: every file is replayed even when an earlier one is malformed; the
 // status says the worst that happened (2 input error, 1 expectation not met, 77 all
 // skipped: CTest's skip code, 0 otherwise).
-int replay_files(const std::vector<std::string>& files, const fuzz::Registry& registry, fuzz::CaseRunner& runner) {
+// A replay as a report, so CI shows it and `gate` compares corpora: one cell per (op,
+// target, dtype, device) counting its case files, one failing finding per case that no
+// longer matches its expect (property: the file's name), unreadable files as findings too.
+struct ReplayReport {
+  reports::Report report;
+  std::map<std::string, std::size_t> cell_of;
+
+  reports::CellSummary& cell(const corpus::CaseFile& file) {
+    const std::string key = file.op + "/" + file.target + "/" + file.dtype + "/" + file.device;
+    auto [it, inserted] = cell_of.emplace(key, report.cells.size());
+    if (inserted) {
+      reports::CellSummary summary;
+      summary.op = file.op;
+      summary.target = file.target;
+      summary.dtype = file.dtype;
+      summary.device = file.device;
+      report.cells.push_back(summary);
+    }
+    return report.cells[it->second];
+  }
+  void mismatch(const corpus::CaseFile& file, const std::string& path, const std::string& message,
+                const nlohmann::json& details) {
+    reports::FindingRecord f;
+    f.op = file.op;
+    f.target = file.target;
+    f.dtype = file.dtype;
+    f.device = file.device;
+    f.kind = "corpus";
+    f.property = std::filesystem::path(path).filename().string();
+    f.signature = fmt::format("{}/{}/{}/{}/{}/{}", f.op, f.target, f.dtype, f.device, f.kind, f.property);
+    f.message = message;
+    f.input = file.input;
+    f.details = details;
+    f.replay = "detfuzz replay " + path;
+    f.case_file = path;
+    ++cell(file).findings;
+    cell(file).status = "failed";
+    report.findings.push_back(std::move(f));
+  }
+};
+
+int replay_files(const ReplaySettings& settings, const fuzz::Registry& registry, fuzz::CaseRunner& runner) {
+  const auto& files = settings.files;
+  if (!settings.report_dir.empty()) check_report_dir(settings.report_dir);
+  const auto start = std::chrono::steady_clock::now();
+  ReplayReport replayed;
+  // By name, so the same corpus replayed from another checkout is the same campaign to `gate`.
+  std::vector<std::string> names;
+  for (const auto& path : files) names.push_back(std::filesystem::path(path).filename().string());
+  replayed.report.config = {{"replay", true}, {"files", names}};
   int matched = 0, mismatched = 0, skipped = 0, broken = 0;
   for (const std::string& path : files) {
     try {
       corpus::CaseFile file = corpus::read_case_file(path);
-      switch (fuzz::replay_case(registry, file, path, std::cout, runner)) {
-        case fuzz::ReplayStatus::matched: ++matched; break;
-        case fuzz::ReplayStatus::mismatched: ++mismatched; break;
-        case fuzz::ReplayStatus::skipped: ++skipped; break;
+      compare::Judgement judgement;
+      const auto status = fuzz::replay_case(registry, file, path, std::cout, runner, &judgement);
+      reports::CellSummary& cell = replayed.cell(file);
+      switch (status) {
+        case fuzz::ReplayStatus::matched:
+          ++matched;
+          ++cell.cases;
+          break;
+        case fuzz::ReplayStatus::mismatched: {
+          ++mismatched;
+          ++cell.cases;
+          nlohmann::json verdicts = nlohmann::json::array();
+          std::string message =
+              file.expect.fail ? fmt::format("expected fail: {}/{}", finding_kind_name(file.expect.kind), file.expect.property)
+                               : std::string("expected pass");
+          for (const auto& v : judgement.verdicts) {
+            verdicts.push_back(fuzz::verdict_json(v));
+            message += fmt::format("; got [{}] {}: {}", finding_kind_name(v.kind), v.property, v.message);
+          }
+          if (judgement.verdicts.empty()) message += "; got no verdict";
+          replayed.mismatch(file, path, message, {{"verdicts", verdicts}});
+          break;
+        }
+        case fuzz::ReplayStatus::skipped:
+          ++skipped;
+          if (cell.cases == 0) cell.status = "unsupported";
+          break;
       }
     } catch (const Error& e) {
       ++broken;
       std::cout << "ERROR " << e.what() << "\n";
+      corpus::CaseFile unknown;
+      unknown.op = "unreadable";
+      unknown.target = unknown.dtype = unknown.device = "-";
+      replayed.mismatch(unknown, path, e.what(), nlohmann::json::object());
     }
   }
   if (files.size() > 1)
     fmt::print("{} matched, {} did not, {} skipped, {} unreadable\n", matched, mismatched, skipped, broken);
+  if (!settings.report_dir.empty()) {
+    replayed.report.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::cout << "report: " << reports::write_report_files(replayed.report, settings.report_dir) << "\n";
+  }
   if (broken) return 2;
   if (mismatched) return 1;
   return matched == 0 && skipped > 0 ? 77 : 0;
@@ -721,6 +802,9 @@ int main_with_args(int argc, char** argv) {
       "replay", "re-run case files against their `expect`, or regenerate a campaign's case from its seed");
   replay->add_option("files", replay_settings.files, "case files (exit 0 when each matches its expect)")
       ->check(CLI::ExistingFile);
+  replay->add_option("--report", replay_settings.report_dir,
+                     "with case files: also write report.json, junit.xml, summary.md and report.html here (a "
+                     "failing finding per case that no longer matches its expect; `gate` compares two of them)");
   replay->add_option("--seed", selection.seed, "the campaign's seed");
   replay->add_option("--case-index", selection.case_index, "the case's index in its cell (0-based)");
   replay->add_option("--reproduce", selection.reproduce,
@@ -814,7 +898,7 @@ int main_with_args(int argc, char** argv) {
     if (!replay_settings.files.empty()) {
       if (selection.seed || selection.case_index || !selection.reproduce.empty())
         throw Error(ErrorKind::usage, "replay takes case files or --seed/--reproduce, not both");
-      return replay_files(replay_settings.files, registry, *runner);
+      return replay_files(replay_settings, registry, *runner);
     }
     return replay_generated(selection, registry, kernel_config, *runner);
   } catch (const Error& e) {

@@ -211,6 +211,30 @@ TEST_F(Cli, GateFailsAMutantCandidateAndPassesTheSameTargetTwice) {
   EXPECT_NE(mismatch.output.find("seed (1 vs 9)"), std::string::npos) << mismatch.output;
 }
 
+TEST_F(Cli, GateFailsACorpusCaseThatWentFromPassToFail) {
+  // The corpus's RoIAlign case at spatial_scale 0.25, replayed on torchvision (passes) and on
+  // the mutant that ignores spatial_scale (the same file, its target renamed).
+  const std::string name = "roi_align-fp32-pass-5003f035c6e683e9.json";
+  fs::create_directories(dir() + "/old");
+  fs::create_directories(dir() + "/new");
+  fs::copy_file("corpus/cases/" + name, dir() + "/old/" + name);
+  nlohmann::json file = nlohmann::json::parse(std::ifstream("corpus/cases/" + name));
+  ASSERT_EQ(file["input"]["spatial_scale"], 0.25);
+  file["target"] = "mutant:roi_align_ignores_spatial_scale";
+  std::ofstream(dir() + "/new/" + name) << file.dump(1);
+  Result old_replay = detfuzz("replay " + dir() + "/old/" + name + " --report " + dir() + "/old-report");
+  ASSERT_EQ(old_replay.status, 0) << old_replay.output;
+  Result new_replay = detfuzz("replay " + dir() + "/new/" + name + " --report " + dir() + "/new-report");
+  ASSERT_EQ(new_replay.status, 1) << new_replay.output;
+  EXPECT_TRUE(fs::exists(dir() + "/new-report/junit.xml"));
+  Result worse = detfuzz("gate --baseline " + dir() + "/old-report --candidate " + dir() +
+                         "/new-report --rename-target torchvision=mutant:roi_align_ignores_spatial_scale");
+  EXPECT_EQ(worse.status, 1) << worse.output;
+  EXPECT_NE(worse.output.find("new failing finding"), std::string::npos) << worse.output;
+  EXPECT_NE(worse.output.find(name), std::string::npos) << worse.output;
+  EXPECT_EQ(detfuzz("gate --baseline " + dir() + "/old-report --candidate " + dir() + "/old-report").status, 0);
+}
+
 TEST_F(Cli, HtmlReportRendersInAHeadlessBrowserWithEveryPicture) {
   Result run = detfuzz("run --ops nms,box_iou,roi_align --targets aten,mutant:nms_greater_equal,"
                        "mutant:roi_align_ignores_spatial_scale --dtypes fp16,fp32 --cases 60 --progress none --report " + dir());
