@@ -509,7 +509,11 @@ pid_t spawn_detfuzz(const std::vector<std::string>& arguments) {
 TEST_F(Cli, SigtermWritesAPartialReportAndExits143) {
   pid_t pid = spawn_detfuzz({"run", "--budget", "120s", "--progress", "none", "--report", dir()});
   ASSERT_GT(pid, 0);
-  std::this_thread::sleep_for(std::chrono::seconds(4));
+  // Cases are under way once a batch has been written ahead (a loaded machine takes its
+  // time to start workers and probe every cell); then a moment for some to finish.
+  for (int i = 0; i < 600 && !fs::exists(dir_ / "workers" / "inflight-0.jsonl"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   ASSERT_EQ(::kill(pid, SIGTERM), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
