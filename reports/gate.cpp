@@ -4,11 +4,9 @@
 #include <fmt/ranges.h>
 #include <fmt/ostream.h>
 
-#include <fstream>
 #include <map>
 #include <ostream>
 #include <set>
-#include <sstream>
 
 #include "model/error.h"
 
@@ -28,16 +26,7 @@ std::string format_error(double e) { return e < 0 ? "-" : fmt::format("{:.3g}", 
 }  // namespace
 
 GatePolicy read_gate_policy(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(ErrorKind::input, "cannot read the gate policy " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorKind::input, "gate policy " + path + " is not JSON: " + e.what());
-  }
+  const nlohmann::json json = read_json_file(path, "gate policy", "see `detfuzz gate --help` for its keys");
   if (!json.is_object()) throw Error(ErrorKind::input, "gate policy " + path + " must be a JSON object");
   GatePolicy policy;
   const std::map<std::string, double*> numbers{{"max_error_growth", &policy.max_error_growth},
@@ -67,15 +56,7 @@ GateResult gate(const Report& baseline, const Report& candidate, const GateOptio
     return it == options.rename_target.end() ? target : it->second;
   };
   if (!options.allow_config_mismatch) {
-    const nlohmann::json a = comparable_config(baseline.config), b = comparable_config(candidate.config);
-    std::set<std::string> keys;
-    for (const auto& [key, value] : a.items()) keys.insert(key);
-    for (const auto& [key, value] : b.items()) keys.insert(key);
-    std::vector<std::string> differ;
-    for (const auto& key : keys)
-      if (a.value(key, nlohmann::json()) != b.value(key, nlohmann::json()))
-        differ.push_back(fmt::format("{} ({} vs {})", key, a.value(key, nlohmann::json()).dump(),
-                                     b.value(key, nlohmann::json()).dump()));
+    const auto differ = config_differences(comparable_config(baseline.config), comparable_config(candidate.config));
     if (!differ.empty())
       throw Error(ErrorKind::input,
                   fmt::format("the baseline and the candidate ran different campaigns, so comparing them means "

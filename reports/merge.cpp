@@ -42,16 +42,6 @@ bool better_part(const Part& a, const Part& b) {  // the one a repeated shard ke
   return a.json.dump() < b.json.dump();
 }
 
-std::vector<std::string> differing_keys(const nlohmann::json& a, const nlohmann::json& b) {
-  std::set<std::string> keys;
-  for (const auto& [key, value] : a.items()) keys.insert(key);
-  for (const auto& [key, value] : b.items()) keys.insert(key);
-  std::vector<std::string> differ;
-  for (const auto& key : keys)
-    if (a.value(key, nlohmann::json()) != b.value(key, nlohmann::json())) differ.push_back(key);
-  return differ;
-}
-
 std::string cell_key(const std::string& op, const std::string& target, const std::string& dtype,
                      const std::string& device) {
   return op + "/" + target + "/" + dtype + "/" + device;
@@ -82,7 +72,7 @@ Report merge_reports(const std::vector<Report>& reports) {
   const Part& first = parts.begin()->second;
   const nlohmann::json campaign = campaign_config(first.report.config);
   for (const auto& [key, part] : parts) {
-    const auto differ = differing_keys(campaign, campaign_config(part.report.config));
+    const auto differ = config_differences(campaign, campaign_config(part.report.config));
     if (!differ.empty())
       throw Error(ErrorKind::input,
                   fmt::format("cannot merge reports of different campaigns: their config differs in {}; merge the "

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <ostream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -224,25 +225,37 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
   return report;
 }
 
+nlohmann::json read_json_file(const std::string& path, const std::string& what, const std::string& hint) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorKind::input, "cannot read " + what + " " + path + ": no such file or not readable; " + hint);
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(ErrorKind::input, what + " " + path + " is not JSON (" + e.what() + "); " + hint);
+  }
+}
+
+std::vector<std::string> config_differences(const nlohmann::json& a, const nlohmann::json& b) {
+  std::set<std::string> keys;
+  for (const auto& [key, value] : a.items()) keys.insert(key);
+  for (const auto& [key, value] : b.items()) keys.insert(key);
+  std::vector<std::string> differ;
+  for (const auto& key : keys) {
+    const nlohmann::json left = a.value(key, nlohmann::json()), right = b.value(key, nlohmann::json());
+    if (left != right) differ.push_back(fmt::format("{} ({} vs {})", key, left.dump(), right.dump()));
+  }
+  return differ;
+}
+
 Report read_report(const std::string& path) {
   std::filesystem::path file(path);
   std::error_code error;
   if (std::filesystem::is_directory(file, error)) file /= "report.json";
-  std::ifstream in(file);
-  if (!in)
-    throw Error(ErrorKind::input, "cannot read report " + file.string() +
-                                      ": no such file or not readable; pass a report.json or the --report DIR of a run");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(ErrorKind::input, file.string() + " is not JSON (" + std::string(e.what()) +
-                                      "); a run that was killed mid-write leaves report.json intact, so this file "
-                                      "comes from elsewhere");
-  }
-  return report_from_json(json, file.string());
+  return report_from_json(
+      read_json_file(file.string(), "report", "pass a report.json written by detfuzz or the --report DIR of a run"),
+      file.string());
 }
 
 std::string write_report(const Report& report, const std::string& dir) {

@@ -91,6 +91,14 @@ nlohmann::json to_json(const Report& report);
 Report report_from_json(const nlohmann::json& json, const std::string& source = "report");
 // Reads and parses a report.json (or a directory holding one).
 Report read_report(const std::string& path);
+
+// A JSON file's contents; Error{input} naming `what` and the path when it cannot be read or
+// parsed, with `hint` (what to pass instead) appended.
+nlohmann::json read_json_file(const std::string& path, const std::string& what, const std::string& hint);
+
+// The top-level keys in which two configs differ, each as "key (a vs b)": what `merge` and
+// `gate` print when they refuse to compare different campaigns.
+std::vector<std::string> config_differences(const nlohmann::json& a, const nlohmann::json& b);
 // Writes `dir`/report.json through a temporary file and a rename, creating `dir`.
 // Returns the path written; std::runtime_error naming the path otherwise.
 std::string write_report(const Report& report, const std::string& dir);

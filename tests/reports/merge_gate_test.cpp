@@ -139,7 +139,7 @@ TEST(Merge, RefusesReportsOfDifferentCampaigns) {
     FAIL() << "merged two seeds";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::input);
-    EXPECT_NE(std::string(e.what()).find("differs in seed"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("differs in seed (1 vs 2)"), std::string::npos) << e.what();
   }
 }
 
