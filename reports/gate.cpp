@@ -75,10 +75,14 @@ GateResult gate(const Report& baseline, const Report& candidate, const GateOptio
     return op + "/" + target + "/" + dtype + "/" + device;
   };
   std::map<std::string, const CellSummary*> before;
-  for (const auto& c : baseline.cells) before[key(c.op, renamed(c.target), c.dtype, c.device)] = &c;
+  for (const auto& c : baseline.cells) {
+    CellSummary as_candidate = c;
+    as_candidate.target = renamed(c.target);
+    before[cell_id(as_candidate)] = &c;
+  }
   std::set<std::string> seen;
   for (const auto& c : candidate.cells) {
-    const std::string id = key(c.op, c.target, c.dtype, c.device);
+    const std::string id = cell_id(c);
     seen.insert(id);
     auto it = before.find(id);
     if (it == before.end()) {

@@ -42,11 +42,6 @@ bool better_part(const Part& a, const Part& b) {  // the one a repeated shard ke
   return a.json.dump() < b.json.dump();
 }
 
-std::string cell_key(const std::string& op, const std::string& target, const std::string& dtype,
-                     const std::string& device) {
-  return op + "/" + target + "/" + dtype + "/" + device;
-}
-
 }  // namespace
 
 Report merge_reports(const std::vector<Report>& reports) {
@@ -99,7 +94,7 @@ Report merge_reports(const std::vector<Report>& reports) {
   std::map<std::string, bool> all_unsupported;
   for (const auto& [key, part] : parts)
     for (const CellSummary& c : part.report.cells) {
-      const std::string id = cell_key(c.op, c.target, c.dtype, c.device);
+      const std::string id = cell_id(c);
       auto [it, inserted] = cells.emplace(id, CellSummary{});
       CellSummary& into = it->second;
       if (inserted) {
@@ -108,6 +103,7 @@ Report merge_reports(const std::vector<Report>& reports) {
         into.target = c.target;
         into.dtype = c.dtype;
         into.device = c.device;
+        into.case_name = c.case_name;
         all_unsupported[id] = true;
       }
       into.cases += c.cases;
@@ -145,7 +141,7 @@ Report merge_reports(const std::vector<Report>& reports) {
     if (cell.max_normalized_error >= 0) cell.normalized_error_percentiles = {{"max", cell.max_normalized_error}};
     bool failed = false;
     for (auto& [signature, f] : findings) {
-      if (cell_key(f.op, f.target, f.dtype, f.device) != id) continue;
+      if (!found_in(f, cell)) continue;
       f.occurrences = occurrences.at(signature);
       ++cell.findings;
       failed = failed || f.fails;

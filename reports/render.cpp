@@ -39,10 +39,6 @@ std::string finding_body(const FindingRecord& f) {
   return body;
 }
 
-bool in_cell(const FindingRecord& f, const CellSummary& c) {
-  return f.op == c.op && f.target == c.target && f.dtype == c.dtype && f.device == c.device;
-}
-
 std::string markdown_cell(std::string text) {  // a table cell: no pipes, no newlines
   for (char& c : text)
     if (c == '|' || c == '\n') c = ' ';
@@ -55,7 +51,7 @@ std::string junit_xml(const Report& report) {
   std::size_t failures = 0, skipped = 0;
   for (const auto& c : report.cells) {
     if (c.status == "unsupported") ++skipped;
-    for (const auto& f : report.findings) failures += in_cell(f, c) && f.fails;
+    for (const auto& f : report.findings) failures += found_in(f, c) && f.fails;
   }
   std::string xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   xml += fmt::format("<testsuites name=\"detfuzz\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3f}\">\n",
@@ -64,11 +60,12 @@ std::string junit_xml(const Report& report) {
                      report.cells.size(), failures, skipped, report.elapsed_s);
   for (const auto& c : report.cells) {
     xml += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\">\n", markup_escaped(c.op),
-                       markup_escaped(c.target + "/" + c.dtype + "/" + c.device), c.elapsed_s);
+                       markup_escaped(c.target + "/" + c.dtype + "/" + c.device + (c.case_name.empty() ? "" : " " + c.case_name)),
+                       c.elapsed_s);
     if (c.status == "unsupported") xml += fmt::format("      <skipped message=\"{}\"/>\n", markup_escaped(c.reason));
     std::string out = fmt::format("{} cases\n", c.cases);
     for (const auto& f : report.findings) {
-      if (!in_cell(f, c)) continue;
+      if (!found_in(f, c)) continue;
       if (f.fails)
         xml += fmt::format("      <failure message=\"{}\" type=\"{}\">{}</failure>\n", markup_escaped(finding_line(f)),
                            markup_escaped(f.kind), markup_escaped(finding_body(f)));

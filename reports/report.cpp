@@ -39,6 +39,16 @@ std::vector<std::uint64_t> error_histogram(const std::vector<double>& errors) {
   return counts;
 }
 
+std::string cell_id(const CellSummary& cell) {
+  std::string id = cell.op + "/" + cell.target + "/" + cell.dtype + "/" + cell.device;
+  return cell.case_name.empty() ? id : id + "/" + cell.case_name;
+}
+
+bool found_in(const FindingRecord& finding, const CellSummary& cell) {
+  return finding.op == cell.op && finding.target == cell.target && finding.dtype == cell.dtype &&
+         finding.device == cell.device && (cell.case_name.empty() || finding.property == cell.case_name);
+}
+
 nlohmann::json to_json(const Report& report) {
   nlohmann::json cells = nlohmann::json::array();
   for (const auto& c : report.cells) {
@@ -55,6 +65,7 @@ nlohmann::json to_json(const Report& report) {
     cell["max_normalized_error"] =
         c.max_normalized_error < 0 ? nlohmann::json(nullptr) : nlohmann::json(c.max_normalized_error);
     if (!c.reason.empty()) cell["reason"] = c.reason;
+    if (!c.case_name.empty()) cell["case"] = c.case_name;
     if (!c.normalized_error_percentiles.empty()) cell["normalized_error_percentiles"] = c.normalized_error_percentiles;
     if (!c.profile_s.empty()) cell["profile_s"] = c.profile_s;
     if (!c.error_histogram.empty()) cell["error_histogram"] = c.error_histogram;
@@ -161,6 +172,7 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
     cell.findings = r.get_or<std::uint64_t>(c, "findings", at, 0);
     cell.status = r.get<std::string>(c, "status", at);
     cell.reason = r.get_or<std::string>(c, "reason", at, "");
+    cell.case_name = r.get_or<std::string>(c, "case", at, "");
     cell.max_normalized_error = r.get_or<double>(c, "max_normalized_error", at, -1.0);
     cell.normalized_error_percentiles =
         r.get_or<std::map<std::string, double>>(c, "normalized_error_percentiles", at, {});

@@ -20,6 +20,7 @@ inline constexpr int kSchemaVersion = 1;
 
 struct CellSummary {
   std::string op, target, dtype, device;
+  std::string case_name;  // replay reports: the corpus case this cell replayed ("" in campaigns)
   std::uint64_t cases = 0;
   std::uint64_t findings = 0;          // distinct signatures found in this cell
   std::string status = "ok";           // ok | failed | unsupported
@@ -84,6 +85,13 @@ struct Report {
   std::uint64_t total_cases() const;
   bool has_failing_finding() const;
 };
+
+// "op/target/dtype/device", plus "/<case>" for a replayed corpus case: how merge and gate
+// match cells.
+std::string cell_id(const CellSummary& cell);
+// Whether `finding` was found in `cell` (a replayed case's finding carries the case's name
+// as its property).
+bool found_in(const FindingRecord& finding, const CellSummary& cell);
 
 nlohmann::json to_json(const Report& report);
 // The inverse of to_json; a report that is not one (wrong schema_version, a field missing

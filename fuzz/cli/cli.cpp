@@ -415,43 +415,39 @@ int list_command(bool as_json, const kernels::KernelConfig& kernel_config) {
 // `replay FILE...`: every file is replayed even when an earlier one is malformed; the
 // status says the worst that happened (2 input error, 1 expectation not met, 77 all
 // skipped: CTest's skip code, 0 otherwise).
-// A replay as a report, so CI shows it and `gate` compares corpora: one cell per (op,
-// target, dtype, device) counting its case files, one failing finding per case that no
-// longer matches its expect (property: the file's name), unreadable files as findings too.
+// A replay as a report, so CI shows it and `gate` compares corpora: one cell per case file
+// (named after it), a failing finding in it when the case no longer matches its expect
+// (property: the file's name); an unreadable file is such a finding too.
 struct ReplayReport {
   reports::Report report;
-  std::map<std::string, std::size_t> cell_of;
 
-  reports::CellSummary& cell(const corpus::CaseFile& file) {
-    const std::string key = file.op + "/" + file.target + "/" + file.dtype + "/" + file.device;
-    auto [it, inserted] = cell_of.emplace(key, report.cells.size());
-    if (inserted) {
-      reports::CellSummary summary;
-      summary.op = file.op;
-      summary.target = file.target;
-      summary.dtype = file.dtype;
-      summary.device = file.device;
-      report.cells.push_back(summary);
-    }
-    return report.cells[it->second];
+  reports::CellSummary& cell(const corpus::CaseFile& file, const std::string& path) {
+    reports::CellSummary summary;
+    summary.op = file.op;
+    summary.target = file.target;
+    summary.dtype = file.dtype;
+    summary.device = file.device;
+    summary.case_name = std::filesystem::path(path).filename().string();
+    report.cells.push_back(summary);
+    return report.cells.back();
   }
-  void mismatch(const corpus::CaseFile& file, const std::string& path, const std::string& message,
-                const nlohmann::json& details) {
+  void mismatch(reports::CellSummary& cell, const corpus::CaseFile& file, const std::string& path,
+                const std::string& message, const nlohmann::json& details) {
     reports::FindingRecord f;
-    f.op = file.op;
-    f.target = file.target;
-    f.dtype = file.dtype;
-    f.device = file.device;
+    f.op = cell.op;
+    f.target = cell.target;
+    f.dtype = cell.dtype;
+    f.device = cell.device;
     f.kind = "corpus";
-    f.property = std::filesystem::path(path).filename().string();
+    f.property = cell.case_name;
     f.signature = fmt::format("{}/{}/{}/{}/{}/{}", f.op, f.target, f.dtype, f.device, f.kind, f.property);
     f.message = message;
     f.input = file.input;
     f.details = details;
     f.replay = "detfuzz replay " + path;
     f.case_file = path;
-    ++cell(file).findings;
-    cell(file).status = "failed";
+    cell.findings = 1;
+    cell.status = "failed";
     report.findings.push_back(std::move(f));
   }
 };
@@ -471,15 +467,15 @@ int replay_files(const ReplaySettings& settings, const fuzz::Registry& registry,
       corpus::CaseFile file = corpus::read_case_file(path);
       compare::Judgement judgement;
       const auto status = fuzz::replay_case(registry, file, path, std::cout, runner, &judgement);
-      reports::CellSummary& cell = replayed.cell(file);
+      reports::CellSummary& cell = replayed.cell(file, path);
       switch (status) {
         case fuzz::ReplayStatus::matched:
           ++matched;
-          ++cell.cases;
+          cell.cases = 1;
           break;
         case fuzz::ReplayStatus::mismatched: {
           ++mismatched;
-          ++cell.cases;
+          cell.cases = 1;
           nlohmann::json verdicts = nlohmann::json::array();
           std::string message =
               file.expect.fail ? fmt::format("expected fail: {}/{}", finding_kind_name(file.expect.kind), file.expect.property)
@@ -489,21 +485,22 @@ int replay_files(const ReplaySettings& settings, const fuzz::Registry& registry,
             message += fmt::format("; got [{}] {}: {}", finding_kind_name(v.kind), v.property, v.message);
           }
           if (judgement.verdicts.empty()) message += "; got no verdict";
-          replayed.mismatch(file, path, message, {{"verdicts", verdicts}});
+          replayed.mismatch(cell, file, path, message, {{"verdicts", verdicts}});
           break;
         }
         case fuzz::ReplayStatus::skipped:
           ++skipped;
-          if (cell.cases == 0) cell.status = "unsupported";
+          cell.status = "unsupported";
+          cell.reason = "its target, dtype or device is not available here";
           break;
       }
     } catch (const Error& e) {
       ++broken;
       std::cout << "ERROR " << e.what() << "\n";
-      corpus::CaseFile unknown;
-      unknown.op = "unreadable";
-      unknown.target = unknown.dtype = unknown.device = "-";
-      replayed.mismatch(unknown, path, e.what(), nlohmann::json::object());
+      corpus::CaseFile unreadable;
+      unreadable.op = "unreadable";
+      unreadable.target = unreadable.dtype = unreadable.device = "-";
+      replayed.mismatch(replayed.cell(unreadable, path), unreadable, path, e.what(), nlohmann::json::object());
     }
   }
   if (files.size() > 1)

@@ -226,7 +226,13 @@ TEST_F(Cli, GateFailsACorpusCaseThatWentFromPassToFail) {
   ASSERT_EQ(old_replay.status, 0) << old_replay.output;
   Result new_replay = detfuzz("replay " + dir() + "/new/" + name + " --report " + dir() + "/new-report");
   ASSERT_EQ(new_replay.status, 1) << new_replay.output;
-  EXPECT_TRUE(fs::exists(dir() + "/new-report/junit.xml"));
+  // A testcase per replayed case, failing where the case no longer matches its expect.
+  std::stringstream junit;
+  junit << std::ifstream(dir() + "/new-report/junit.xml").rdbuf();
+  EXPECT_NE(junit.str().find("name=\"mutant:roi_align_ignores_spatial_scale/fp32/cpu " + name + "\""), std::string::npos)
+      << junit.str();
+  EXPECT_NE(junit.str().find("<failure message=\"[corpus] " + name + ": expected pass; got [mismatch]"), std::string::npos)
+      << junit.str();
   Result worse = detfuzz("gate --baseline " + dir() + "/old-report --candidate " + dir() +
                          "/new-report --rename-target torchvision=mutant:roi_align_ignores_spatial_scale");
   EXPECT_EQ(worse.status, 1) << worse.output;

@@ -14,8 +14,8 @@ Report sample() {
   report.config = {{"seed", 7}};
   report.environment = {{"torch", "1.13.0"}};
   report.elapsed_s = 1.5;
-  report.cells.push_back({"nms", "torchvision", "fp32", "cpu", 100, 1, "failed", "", -1, {}, 1.0, {{"mismatch", 3}}, {}, {}, {}});
-  report.cells.push_back({"nms", "torchvision", "fp16", "cpu", 0, 0, "unsupported", "no Half kernel", -1, {}, 0, {}, {}, {}, {}});
+  report.cells.push_back({"nms", "torchvision", "fp32", "cpu", "", 100, 1, "failed", "", -1, {}, 1.0, {{"mismatch", 3}}, {}, {}, {}});
+  report.cells.push_back({"nms", "torchvision", "fp16", "cpu", "", 0, 0, "unsupported", "no Half kernel", -1, {}, 0, {}, {}, {}, {}});
   FindingRecord finding;
   finding.op = "nms";
   finding.target = "torchvision";
