@@ -398,30 +398,49 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         std::lock_guard<std::mutex> lock(shared);
         snapshot.current_cell = plan.label();
       }
-      while (seconds_since(slice_start) < kSliceSeconds && budget_left() && !cell->done) {
-        // A batch of cases: pipelined when they run in a worker.
+      // The cell's cases from its `first`-th on, a batch of them: pipelined when they run in
+      // a worker. Empty when the cell has had all its cases.
+      auto batch_from = [&](std::uint64_t first) {
         std::vector<CaseRequest> requests;
         const std::size_t batch = batch_size(*cell);
-        for (std::uint64_t ordinal = cell->summary.cases; requests.size() < batch; ++ordinal) {
+        for (std::uint64_t ordinal = first; requests.size() < batch; ++ordinal) {
           if (options.cases_per_cell && ordinal >= *options.cases_per_cell) break;
           const std::uint64_t index = sharded_case_index(options, ordinal);
           requests.push_back({plan.target, plan.dtype, plan.device,
                               case_seed(options.seed, plan.op->name(), plan.dtype, index), generator_size(index),
                               options.max_boxes, options.hostile});
         }
+        return requests;
+      };
+      std::vector<CaseRequest> requests = batch_from(cell->summary.cases);
+      while (seconds_since(slice_start) < kSliceSeconds && budget_left()) {
         if (requests.empty()) {
           cell->done = true;
           break;
         }
+        const auto batch_start = Clock::now();
         std::vector<CaseOutcome> outcomes = runner.run_cases(*plan.op, requests);
+        // The next batch goes to the worker before this one is taken in, when the slice has
+        // room for it: the worker computes while the campaign bookkeeps and minimizes.
+        std::vector<CaseRequest> next;
+        const bool room = seconds_since(slice_start) + seconds_since(batch_start) < kSliceSeconds;
+        if (outcomes.size() == requests.size()) {
+          next = batch_from(cell->summary.cases + requests.size());
+          if (room && budget_left()) runner.prefetch(*plan.op, next);
+        }
         for (std::size_t b = 0; b < outcomes.size(); ++b) {
           process_outcome(*cell, requests[b], outcomes[b], runner, slice_start);
           if (first_failure_found) break;
         }
-        std::lock_guard<std::mutex> lock(shared);
-        snapshot.elapsed_s = seconds_since(start);
-        progress.tick(snapshot);
+        {
+          std::lock_guard<std::mutex> lock(shared);
+          snapshot.elapsed_s = seconds_since(start);
+          progress.tick(snapshot);
+        }
+        if (outcomes.size() < requests.size()) break;  // interrupted
+        requests = std::move(next);
       }
+      if (requests.empty()) cell->done = true;
       std::lock_guard<std::mutex> lock(shared);
       cell->elapsed_s += seconds_since(slice_start);
       cell->busy = false;

@@ -93,6 +93,7 @@ std::string tail_of_file(const std::string& path, std::size_t max_lines = 12) {
 // started on first use and after every death.
 class Worker {
  public:
+  static constexpr useconds_t kCoalesceMicroseconds = 300;
   enum class Outcome { answered, died, timed_out, interrupted };
   struct Reply {
     Outcome outcome = Outcome::answered;
@@ -116,29 +117,43 @@ class Worker {
   }
   ~Worker() { stop(); }
 
-  // Sends every message at once and collects the answers in order, each within timeout_s
-  // of the previous one. Stops at the first death or timeout: the replies then end with it,
-  // and the messages after it were not run.
-  std::vector<Reply> requests(const std::vector<nlohmann::json>& messages, double timeout_s) {
+  // Sends every message at once; nullopt, or the reply that says why it could not (the
+  // worker died or never became ready). The answers are collected with collect().
+  std::optional<Reply> submit(const std::vector<nlohmann::json>& messages) {
     if (pid_ <= 0) warm_up();
     if (pinged_) {
       // Loading LibTorch and torchvision takes a moment: not the case's time.
       pinged_ = false;
       Reply ready = receive(120.0);
-      if (ready.outcome != Outcome::answered) return {ready};
+      if (ready.outcome != Outcome::answered) return ready;
     }
     // The whole batch in one write: a system call per case is a measurable share of a
     // fast op's case.
     std::string lines;
     for (const auto& message : messages) lines += message.dump() + "\n";
     write_ahead(lines);
-    if (!send(lines)) return {died()};
+    if (!send(lines)) return died();
+    return std::nullopt;
+  }
+
+  // The answers to `count` submitted messages in order, each within timeout_s of the
+  // previous one. Stops at the first death or timeout: the replies then end with it, and
+  // the messages after it were not run.
+  std::vector<Reply> collect(std::size_t count, double timeout_s) {
     std::vector<Reply> replies;
-    for (std::size_t i = 0; i < messages.size(); ++i) {
+    for (std::size_t i = 0; i < count; ++i) {
+      // Waking for every answer costs a poll, a read and a context switch each: when more
+      // are due, let a few accumulate first.
+      if (i > 0 && buffer_.find('\n') == std::string::npos) ::usleep(kCoalesceMicroseconds);
       replies.push_back(receive(timeout_s));
       if (replies.back().outcome != Outcome::answered) break;
     }
     return replies;
+  }
+
+  std::vector<Reply> requests(const std::vector<nlohmann::json>& messages, double timeout_s) {
+    if (auto failed = submit(messages)) return {*failed};
+    return collect(messages.size(), timeout_s);
   }
 
  private:
@@ -290,15 +305,21 @@ class WorkerRunner final : public CaseRunner {
   }
 
   std::vector<CaseOutcome> run_cases(const OpHarness& op, const std::vector<CaseRequest>& requests) override {
+    // The cases prefetched, if these are they; anything else prefetched is dropped.
+    std::vector<Worker::Reply> replies;
+    const bool prefetched = prefetched_op_ == &op && same_cases(prefetched_, requests);
+    drain_prefetch();
+    if (prefetched) replies = std::move(prefetched_replies_);
+    forget_prefetch();
     std::vector<CaseOutcome> outcomes;
     while (outcomes.size() < requests.size()) {
-      std::vector<nlohmann::json> messages;
-      for (std::size_t i = outcomes.size(); i < requests.size(); ++i) {
-        messages.push_back(request_json(op.name(), requests[i]));
-        messages.back()["cmd"] = "run";
-      }
       const double case_timeout = timeout(op, requests[outcomes.size()]);
-      for (const Worker::Reply& reply : send_to_worker(messages, case_timeout)) {
+      if (replies.empty()) {
+        std::vector<nlohmann::json> messages;
+        for (std::size_t i = outcomes.size(); i < requests.size(); ++i) messages.push_back(run_message(op, requests[i]));
+        replies = send_to_worker(messages, case_timeout);
+      }
+      for (const Worker::Reply& reply : replies) {
         if (reply.outcome == Worker::Outcome::interrupted) return outcomes;
         const CaseRequest& request = requests[outcomes.size()];
         CaseOutcome outcome;
@@ -313,13 +334,33 @@ class WorkerRunner final : public CaseRunner {
           outcome.input_magnitude = reply.answer.value("magnitude", -1.0);
         } else {
           // The case in flight killed its worker; the ones after it run on a fresh one.
-          outcome.judgement.verdicts.push_back(casualty(reply, case_timeout));
+          outcome.judgement.verdicts.push_back(casualty(reply, timeout(op, request)));
           outcome.size = op.size_of(op.generated_input(request));  // generation is pure: redo it here
         }
         outcomes.push_back(std::move(outcome));
       }
+      replies.clear();
     }
     return outcomes;
+  }
+
+  // The worker starts on these cases now, while the campaign takes in the batch before;
+  // run_cases with the same requests collects them. Any other request first waits for them.
+  void prefetch(const OpHarness& op, const std::vector<CaseRequest>& requests) override {
+    drain_prefetch();
+    forget_prefetch();
+    if (requests.empty()) return;
+    std::vector<nlohmann::json> messages;
+    for (const auto& request : requests) messages.push_back(run_message(op, request));
+    prefetched_op_ = &op;
+    prefetched_ = requests;
+    prefetch_timeout_s_ = timeout(op, requests.front());
+    if (auto failed = workers_[0]->submit(messages)) {
+      prefetched_replies_ = {*failed};
+      after_casualty(failed->outcome);
+      return;
+    }
+    pending_ = messages.size();
   }
 
   compare::Judgement judge_input(const OpHarness& op, const CaseRequest& request,
@@ -414,14 +455,54 @@ class WorkerRunner final : public CaseRunner {
   // After a worker dies, the spare (warmed up meanwhile) takes over and a new spare starts:
   // kernels that crash often cost a swap, not a LibTorch start, per death.
   std::vector<Worker::Reply> send_to_worker(const std::vector<nlohmann::json>& messages, double timeout_s) {
+    drain_prefetch();  // its answers come first on the pipe
     std::vector<Worker::Reply> replies = workers_[0]->requests(messages, timeout_s);
-    const auto outcome = replies.back().outcome;
+    after_casualty(replies.back().outcome);
+    return replies;
+  }
+
+  void after_casualty(Worker::Outcome outcome) {
     if (outcome == Worker::Outcome::died || outcome == Worker::Outcome::timed_out) {
       std::swap(workers_[0], workers_[1]);
       workers_[1]->warm_up();
     }
-    return replies;
   }
+
+  // Receives the prefetched cases' answers (kept for run_cases).
+  void drain_prefetch() {
+    if (pending_ == 0) return;
+    prefetched_replies_ = workers_[0]->collect(pending_, prefetch_timeout_s_);
+    pending_ = 0;
+    after_casualty(prefetched_replies_.back().outcome);
+  }
+
+  void forget_prefetch() {
+    prefetched_op_ = nullptr;
+    prefetched_.clear();
+    prefetched_replies_.clear();
+  }
+
+  static bool same_cases(const std::vector<CaseRequest>& a, const std::vector<CaseRequest>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (a[i].case_seed != b[i].case_seed || a[i].generator_size != b[i].generator_size || a[i].target != b[i].target ||
+          a[i].dtype != b[i].dtype || a[i].device != b[i].device || a[i].max_boxes != b[i].max_boxes ||
+          a[i].hostile != b[i].hostile)
+        return false;
+    return true;
+  }
+
+  static nlohmann::json run_message(const OpHarness& op, const CaseRequest& request) {
+    nlohmann::json message = request_json(op.name(), request);
+    message["cmd"] = "run";
+    return message;
+  }
+
+  const OpHarness* prefetched_op_ = nullptr;
+  std::vector<CaseRequest> prefetched_;
+  std::vector<Worker::Reply> prefetched_replies_;
+  std::size_t pending_ = 0;  // prefetched messages whose answers are still on the pipe
+  double prefetch_timeout_s_ = 0;
 
   WorkerOptions options_;
   std::unique_ptr<Worker> workers_[2];

@@ -19,6 +19,10 @@ class CaseRunner {
   // Generated cases (generated where they run, from their seeds), in order. Batches let a
   // worker pipeline them: the round trip per case is what isolation costs.
   virtual std::vector<CaseOutcome> run_cases(const OpHarness& op, const std::vector<CaseRequest>& requests) = 0;
+  // A hint that run_cases will be asked for exactly these cases next: a worker starts on
+  // them at once, computing while the campaign takes in the batch before. Nothing changes
+  // in what run_cases returns; in this process it does nothing.
+  virtual void prefetch(const OpHarness& op, const std::vector<CaseRequest>& requests) {}
   // An explicit input (a shrink candidate) in the cell of `request`.
   virtual compare::Judgement judge_input(const OpHarness& op, const CaseRequest& request,
                                          const nlohmann::json& input) = 0;
