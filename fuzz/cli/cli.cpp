@@ -834,15 +834,17 @@ int main_with_args(int argc, char** argv) {
 
   MergeSettings merge_settings;
   CLI::App* merge = app.add_subcommand(
-      "merge", "merge the reports of a campaign's shards: report.json, junit.xml, summary.md and the union of "
-               "their corpora in -o DIR; merging is commutative and idempotent (a shard merged twice counts once)");
+      "merge", "merge the reports of a campaign's shards: report.json, junit.xml, summary.md, report.html and the "
+               "union of their corpora in -o DIR; merging is commutative and idempotent (a shard merged twice "
+               "counts once); exit 1 when the merged report has failing findings");
   merge->add_option("reports", merge_settings.reports, "report.json files or the --report DIRs of runs")->required();
   merge->add_option("-o,--out", merge_settings.out_dir, "directory for the merged report")->required();
 
   GateSettings gate_settings;
   CLI::App* gate = app.add_subcommand(
       "gate", "compare a candidate library's campaign with the baseline's: exit 1 on a new failing finding, a cell "
-              "that became unsupported or an error that grew past the policy, 0 otherwise; prints what changed");
+              "that became unsupported or an error that grew past the policy, 0 otherwise, 2 when the two ran "
+              "different campaigns; prints what changed");
   gate->add_option("--baseline", gate_settings.baseline, "the old library's report.json (or its --report DIR)")
       ->required();
   gate->add_option("--candidate", gate_settings.candidate, "the new library's report.json (or its --report DIR)")
