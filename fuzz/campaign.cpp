@@ -413,11 +413,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         return requests;
       };
       std::vector<CaseRequest> requests = batch_from(cell->summary.cases);
-      while (seconds_since(slice_start) < kSliceSeconds && budget_left()) {
-        if (requests.empty()) {
-          cell->done = true;
-          break;
-        }
+      while (!requests.empty() && seconds_since(slice_start) < kSliceSeconds && budget_left()) {
         const auto batch_start = Clock::now();
         std::vector<CaseOutcome> outcomes = runner.run_cases(*plan.op, requests);
         // The next batch goes to the worker before this one is taken in, when the slice has
@@ -440,7 +436,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         if (outcomes.size() < requests.size()) break;  // interrupted
         requests = std::move(next);
       }
-      if (requests.empty()) cell->done = true;
+      if (requests.empty()) cell->done = true;  // every case of the cell has run
       std::lock_guard<std::mutex> lock(shared);
       cell->elapsed_s += seconds_since(slice_start);
       cell->busy = false;

@@ -307,7 +307,7 @@ class WorkerRunner final : public CaseRunner {
   std::vector<CaseOutcome> run_cases(const OpHarness& op, const std::vector<CaseRequest>& requests) override {
     // The cases prefetched, if these are they; anything else prefetched is dropped.
     std::vector<Worker::Reply> replies;
-    const bool prefetched = prefetched_op_ == &op && same_cases(prefetched_, requests);
+    const bool prefetched = prefetched_op_ == &op && prefetched_ == requests;
     drain_prefetch();
     if (prefetched) replies = std::move(prefetched_replies_);
     forget_prefetch();
@@ -480,16 +480,6 @@ class WorkerRunner final : public CaseRunner {
     prefetched_op_ = nullptr;
     prefetched_.clear();
     prefetched_replies_.clear();
-  }
-
-  static bool same_cases(const std::vector<CaseRequest>& a, const std::vector<CaseRequest>& b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-      if (a[i].case_seed != b[i].case_seed || a[i].generator_size != b[i].generator_size || a[i].target != b[i].target ||
-          a[i].dtype != b[i].dtype || a[i].device != b[i].device || a[i].max_boxes != b[i].max_boxes ||
-          a[i].hostile != b[i].hostile)
-        return false;
-    return true;
   }
 
   static nlohmann::json run_message(const OpHarness& op, const CaseRequest& request) {

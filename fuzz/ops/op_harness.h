@@ -29,6 +29,11 @@ struct CaseRequest {
   int generator_size = 0;       // RapidCheck size, 0..100: small cases first
   int max_boxes = 64;
   bool hostile = false;  // the case comes from the hostile generators (gen/hostile.h)
+
+  bool operator==(const CaseRequest& other) const {
+    return target == other.target && dtype == other.dtype && device == other.device && case_seed == other.case_seed &&
+           generator_size == other.generator_size && max_boxes == other.max_boxes && hostile == other.hostile;
+  }
 };
 
 struct CaseOutcome {

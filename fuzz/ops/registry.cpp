@@ -1,5 +1,6 @@
-#include <cmath>
 #include "fuzz/ops/op_harness.h"
+
+#include <cmath>
 
 namespace detfuzz::fuzz {
 
@@ -13,7 +14,6 @@ double largest_magnitude(const nlohmann::json& value) {
     for (const auto& element : value) largest = std::max(largest, largest_magnitude(element));
   return largest;
 }
-
 
 const OpHarness* Registry::find(const std::string& name) const {
   for (const auto& op : ops)
