@@ -317,11 +317,6 @@ std::size_t array_size(const nlohmann::json& json, const std::string& key, const
   return values.size();
 }
 
-const char* reduction_name(RegressionLossProblem::Reduction reduction) {
-  static const char* names[] = {"none", "sum", "mean"};
-  return names[static_cast<int>(reduction)];
-}
-
 RegressionLossProblem::Reduction reduction_from_json(const nlohmann::json& json, const std::string& what) {
   const auto& reduction = field(json, "reduction", what);
   if (reduction == "none") return RegressionLossProblem::Reduction::none;

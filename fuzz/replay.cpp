@@ -42,9 +42,9 @@ ReplayStatus replay_case(const Registry& registry, const corpus::CaseFile& file,
   const OpHarness& op = find_op_or_throw(registry, file.op, path);
   const auto targets = op.target_names();
   if (std::find(targets.begin(), targets.end(), file.target) == targets.end())
-    throw Error(ErrorKind::input, fmt::format("{}: op {} has no target '{}' here (targets: {}); load the "
-                                              "library that provides it",
-                                              path, file.op, file.target, fmt::join(targets, ", ")));
+    throw Error(ErrorKind::input, fmt::format("{}: op {} has no target '{}' here (targets: {}); a plugin op or "
+                                              "TorchScript target needs its --load LIB and --bind {}=... again",
+                                              path, file.op, file.target, fmt::join(targets, ", "), file.op));
   const DType dtype = *parse_dtype(file.dtype);
   const Device device = file.device == "cuda" ? Device::cuda : Device::cpu;
   const std::string cell = fmt::format("{}/{}/{}/{}", file.op, file.target, file.dtype, file.device);

@@ -49,6 +49,11 @@ std::vector<Target<MatcherProblem>> matcher_mutants();
 std::vector<Target<RoiAlignProblem>> roi_align_mutants(const KernelConfig& config);
 std::vector<Target<RoiPoolProblem>> roi_pool_mutants(const KernelConfig& config);
 
+// The --bind targets of `family` (kernels/plugins/bindings.cpp), resolved and checked
+// against the family's contract; instantiated for the problems of families with a contract.
+template <class Problem>
+std::vector<Target<Problem>> bound_targets(const KernelConfig& config, const std::string& family);
+
 // `target` under another name and description: a port built with one switch flipped.
 template <class Problem>
 Target<Problem> renamed(Target<Problem> target, std::string name, std::string description) {

@@ -15,24 +15,34 @@ std::vector<Target<Problem>> with_planted(std::vector<Target<Problem>> targets, 
   return targets;
 }
 
+// Then the user's own (--bind), fuzzed by default like the library's.
+template <class Problem>
+std::vector<Target<Problem>> with_bound(const KernelConfig& config, const std::string& family,
+                                        std::vector<Target<Problem>> targets) {
+  for (auto& target : bound_targets<Problem>(config, family)) targets.push_back(std::move(target));
+  return targets;
+}
+
 }  // namespace
 
 std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config) {
-  return with_planted({torchvision_nms_target(config)}, nms_mutants());
+  return with_bound(config, "nms", with_planted({torchvision_nms_target(config)}, nms_mutants()));
 }
 
 std::vector<Target<BatchedNmsProblem>> batched_nms_targets(const KernelConfig& config) {
-  return with_planted(aten_batched_nms_targets(config), batched_nms_mutants(config));
+  return with_bound(config, "batched_nms", with_planted(aten_batched_nms_targets(config), batched_nms_mutants(config)));
 }
 
-std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig&) {
-  return with_planted({aten_box_iou_target()}, box_iou_mutants());
+std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig& config) {
+  return with_bound(config, "box_iou", with_planted({aten_box_iou_target()}, box_iou_mutants()));
 }
 
-std::vector<Target<BoxAreaProblem>> box_area_targets(const KernelConfig&) { return {aten_box_area_target()}; }
+std::vector<Target<BoxAreaProblem>> box_area_targets(const KernelConfig& config) {
+  return with_bound<BoxAreaProblem>(config, "box_area", {aten_box_area_target()});
+}
 
-std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig&) {
-  return with_planted({aten_box_coder_target()}, box_coder_mutants());
+std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig& config) {
+  return with_bound(config, "box_coder", with_planted({aten_box_coder_target()}, box_coder_mutants()));
 }
 
 std::vector<Target<RegressionLossProblem>> regression_loss_targets(const KernelConfig&) {
@@ -47,20 +57,20 @@ std::vector<Target<MatcherProblem>> matcher_targets(const KernelConfig&) {
   return with_planted({torchvision_matcher_target()}, matcher_mutants());
 }
 
-std::vector<Target<BoxIouProblem>> generalized_box_iou_targets(const KernelConfig&) {
-  return {torchvision_generalized_box_iou_target()};
+std::vector<Target<BoxIouProblem>> generalized_box_iou_targets(const KernelConfig& config) {
+  return with_bound<BoxIouProblem>(config, "generalized_box_iou", {torchvision_generalized_box_iou_target()});
 }
 
-std::vector<Target<GiouLossProblem>> giou_loss_targets(const KernelConfig&) {
-  return with_planted({torchvision_giou_loss_target()}, giou_loss_mutants());
+std::vector<Target<GiouLossProblem>> giou_loss_targets(const KernelConfig& config) {
+  return with_bound(config, "giou_loss", with_planted({torchvision_giou_loss_target()}, giou_loss_mutants()));
 }
 
 std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config) {
-  return with_planted({torchvision_roi_align_target(config)}, roi_align_mutants(config));
+  return with_bound(config, "roi_align", with_planted({torchvision_roi_align_target(config)}, roi_align_mutants(config)));
 }
 
 std::vector<Target<RoiPoolProblem>> roi_pool_targets(const KernelConfig& config) {
-  return with_planted({torchvision_roi_pool_target(config)}, roi_pool_mutants(config));
+  return with_bound(config, "roi_pool", with_planted({torchvision_roi_pool_target(config)}, roi_pool_mutants(config)));
 }
 
 std::vector<std::pair<std::string, std::string>> environment(const KernelConfig& config) {
@@ -69,6 +79,11 @@ std::vector<std::pair<std::string, std::string>> environment(const KernelConfig&
   facts.emplace_back("torch", TORCH_VERSION);
   facts.emplace_back("torchvision", torchvision.loaded ? torchvision.version : "unavailable");
   facts.emplace_back("torchvision_lib", torchvision.loaded ? torchvision.path : torchvision.error);
+  std::string plugins, bindings;
+  for (const auto& path : config.plugin_libraries) plugins += (plugins.empty() ? "" : ", ") + path;
+  for (const auto& binding : config.bindings) bindings += (bindings.empty() ? "" : ", ") + binding;
+  if (!plugins.empty()) facts.emplace_back("plugin_libraries", plugins);
+  if (!bindings.empty()) facts.emplace_back("bindings", bindings);
   facts.emplace_back("cuda", at::hasCUDA() ? "available" : "unavailable (CPU-only LibTorch or no GPU)");
   facts.emplace_back("torch_intra_op_threads", std::to_string(at::get_num_threads()));
   return facts;

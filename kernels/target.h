@@ -34,7 +34,33 @@ struct Target {
 // then the python3-torchvision package's usual places.
 struct KernelConfig {
   std::string torchvision_lib;
+  std::vector<std::string> plugin_libraries;  // --load: dlopen-ed, their TORCH_LIBRARY ops callable
+  std::vector<std::string> bindings;          // --bind FAMILY=NS::OP or FAMILY=script:FILE.pt[:METHOD]
 };
+
+// A user's op bound to an op family whose contract it claims (kernels/plugins/bindings.cpp).
+struct Binding {
+  std::string family;  // "nms", "roi_align", ... (an op of `detfuzz list`)
+  std::string op;      // "NS::OP" for a dispatcher op; empty for a TorchScript file
+  std::string script;  // the TorchScript file; empty for a dispatcher op
+  std::string method = "forward";
+  // What --targets selects: "NS::OP", or "script:FILE_NAME[:METHOD]" (the file's name without
+  // its folder, so reports of one campaign agree wherever the file lies).
+  std::string target_name() const;
+};
+
+// Parses one --bind value; Error{usage} that shows the two accepted forms.
+Binding parse_binding(const std::string& text);
+
+// Loads --load's libraries (after torchvision's, so a plugin or a script may call
+// torchvision::*) and resolves every --bind against its family's contract. Error{usage} on a
+// library that does not load (with the loader's message), an unknown family, an op nobody
+// registers, a TorchScript file or method that is not there, or a schema that does not match
+// the contract (both printed side by side). Safe to call again: loads happen once.
+void check_bindings(const KernelConfig& config);
+
+// The families that take --bind, with their contract as a schema ("nms(Tensor dets, ...)").
+std::vector<std::pair<std::string, std::string>> binding_contracts();
 
 struct LibraryStatus {
   bool loaded = false;

@@ -58,6 +58,17 @@ at::Tensor values_tensor(const std::vector<double>& values, DType dtype, Device 
   return host.to(scalar_type(dtype)).to(torch_device(device));
 }
 
+at::Tensor feature_tensor(const FeatureMap& map, DType dtype, Device device) {
+  return values_tensor(map.values, dtype, device).reshape({map.batch, map.channels, map.height, map.width});
+}
+
+at::Tensor rois_tensor(const std::vector<Roi>& rois, DType dtype, Device device) {
+  std::vector<double> flat;
+  flat.reserve(rois.size() * 5);
+  for (const Roi& r : rois) flat.insert(flat.end(), {r.batch_index, r.x1, r.y1, r.x2, r.y2});
+  return values_tensor(flat, dtype, device).reshape({static_cast<int64_t>(rois.size()), 5});
+}
+
 HostTensor to_host(const at::Tensor& tensor) {
   HostTensor host;
   host.shape.assign(tensor.sizes().begin(), tensor.sizes().end());

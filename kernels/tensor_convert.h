@@ -15,6 +15,8 @@ at::ScalarType scalar_type(DType dtype);
 at::Device torch_device(Device device);
 at::Tensor boxes_tensor(const std::vector<Box>& boxes, DType dtype, Device device);
 at::Tensor values_tensor(const std::vector<double>& values, DType dtype, Device device);
+at::Tensor feature_tensor(const FeatureMap& map, DType dtype, Device device);  // [N, C, H, W]
+at::Tensor rois_tensor(const std::vector<Roi>& rois, DType dtype, Device device);  // [K, 5]
 HostTensor to_host(const at::Tensor& tensor);
 
 // Runs `body`, translating ATen's "not implemented for 'Half'" dispatch failures into

@@ -231,6 +231,8 @@ std::unique_ptr<fuzz::CaseRunner> make_runner(const IsolationSettings& settings,
   fuzz::WorkerOptions options;
   options.executable = own_executable();
   if (!config.torchvision_lib.empty()) options.arguments = {"--torchvision-lib", config.torchvision_lib};
+  for (const auto& library : config.plugin_libraries) options.arguments.insert(options.arguments.end(), {"--load", library});
+  for (const auto& binding : config.bindings) options.arguments.insert(options.arguments.end(), {"--bind", binding});
   options.case_timeout_s = timeout;
   options.scratch_dir = scratch_dir;
   return fuzz::make_worker_runner(options);
@@ -382,12 +384,15 @@ int list_command(bool as_json, const kernels::KernelConfig& kernel_config) {
     }
     ops.push_back({{"name", op->name()}, {"description", op->description()}, {"targets", targets}});
   }
+  nlohmann::json contracts = nlohmann::json::object();
+  for (const auto& [family, schema] : kernels::binding_contracts()) contracts[family] = schema;
   std::vector<std::string> kinds;
   for (FindingKind kind : kAllFindingKinds) kinds.emplace_back(finding_kind_name(kind));
   nlohmann::json listing = {{"ops", ops},
                             {"dtypes", {"fp16", "bf16", "fp32", "fp64"}},
                             {"devices", {"cpu", "cuda"}},
                             {"finding_kinds", kinds},
+                            {"bind_contracts", contracts},
                             {"environment", fuzz::environment_json(kernel_config)}};
   if (as_json) {
     std::cout << listing.dump(2) << "\n";
@@ -409,6 +414,8 @@ int list_command(bool as_json, const kernels::KernelConfig& kernel_config) {
     }
   }
   fmt::print("finding kinds: {}\n", fmt::join(kinds, ", "));
+  fmt::print("contracts for --bind FAMILY=NS::OP or FAMILY=script:FILE.pt (argument and return types must match):\n");
+  for (const auto& [family, schema] : contracts.items()) fmt::print("  {}: {}\n", family, schema.get<std::string>());
   return 0;
 }
 
@@ -722,6 +729,18 @@ int main_with_args(int argc, char** argv) {
                  "torchvision op library (_C*.so) to test; default: $DETFUZZ_TORCHVISION_LIB, then "
                  "the python3-torchvision package's")
       ->envname("DETFUZZ_TORCHVISION_LIB");
+  app.add_option("--load", kernel_config.plugin_libraries,
+                 "a shared library whose TORCH_LIBRARY ops become bindable (repeatable)")
+      ->type_size(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--bind", kernel_config.bindings,
+                 "FAMILY=NS::OP or FAMILY=script:FILE.pt[:METHOD]: fuzz that op as a target of op family FAMILY, "
+                 "named NS::OP or script:FILE.pt; its schema must match the family's contract (`detfuzz list`) "
+                 "(repeatable)")
+      ->type_size(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  // --torchvision-lib, --load and --bind may follow the command: `detfuzz run --load x.so ...`.
+  app.fallthrough();
 
   bool list_json = false;
   CLI::App* list = app.add_subcommand("list", "ops, targets and the dtypes/devices each supports");

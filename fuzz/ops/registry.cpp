@@ -22,6 +22,7 @@ const OpHarness* Registry::find(const std::string& name) const {
 }
 
 Registry default_registry(const kernels::KernelConfig& config) {
+  kernels::check_bindings(config);  // a bad --load/--bind: exit 2 before anything runs
   Registry registry;
   registry.ops.push_back(make_nms_harness(kernels::nms_targets(config)));
   registry.ops.push_back(make_batched_nms_harness(kernels::batched_nms_targets(config)));

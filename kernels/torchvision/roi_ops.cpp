@@ -10,16 +10,6 @@
 namespace detfuzz::kernels {
 namespace {
 
-at::Tensor feature_tensor(const FeatureMap& map, DType dtype, Device device) {
-  return values_tensor(map.values, dtype, device).reshape({map.batch, map.channels, map.height, map.width});
-}
-
-at::Tensor rois_tensor(const std::vector<Roi>& rois, DType dtype, Device device) {
-  std::vector<double> flat;
-  for (const Roi& r : rois) flat.insert(flat.end(), {r.batch_index, r.x1, r.y1, r.x2, r.y2});
-  return values_tensor(flat, dtype, device).reshape({static_cast<int64_t>(rois.size()), 5});
-}
-
 c10::OperatorHandle loaded_op(const KernelConfig& config, const std::string& name) {
   const LibraryStatus& library = load_torchvision(config);
   if (!library.loaded) throw Error(ErrorKind::unavailable, library.error);

@@ -72,6 +72,12 @@ struct RegressionLossProblem {
   Reduction reduction = Reduction::mean;
 };
 
+// PyTorch's name of a reduction ("none", "sum", "mean"): case files and plugin calls use it.
+inline const char* reduction_name(RegressionLossProblem::Reduction reduction) {
+  static const char* const names[] = {"none", "sum", "mean"};
+  return names[static_cast<int>(reduction)];
+}
+
 // The Fast R-CNN head loss (torchvision models/detection/roi_heads.py fastrcnn_loss):
 // cross-entropy over the sampled proposals' class logits (mean), plus smooth L1
 // (beta 1/9, sum) of the positive proposals' regression for their class, divided by the

@@ -21,36 +21,17 @@ extern char** environ;
 
 #include "fuzz/cli/cli.h"
 #include "model/error.h"
+#include "support/run_binary.h"
 #include "support/scratch_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status = -1;
-  std::string output;  // stdout and stderr together
-};
-
-std::string binary() {
-  const char* path = std::getenv("DETFUZZ_BINARY");
-  return path ? path : "build/detfuzz";
-}
-
-// A shell command line, stdout and stderr together.
-Result shell(const std::string& command_line) {
-  const std::string command = command_line + " 2>&1";
-  Result result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return result;
-  std::array<char, 4096> buffer{};
-  while (std::size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) result.output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
-
-Result detfuzz(const std::string& arguments) { return shell(binary() + " " + arguments); }
+using detfuzz::testing::binary;
+using detfuzz::testing::detfuzz;
+using detfuzz::testing::Result;
+using detfuzz::testing::shell;
 
 class Cli : public detfuzz::testing::ScratchDirTest {
  protected:
