@@ -731,13 +731,13 @@ int main_with_args(int argc, char** argv) {
       ->envname("DETFUZZ_TORCHVISION_LIB");
   app.add_option("--load", kernel_config.plugin_libraries,
                  "a shared library whose TORCH_LIBRARY ops become bindable (repeatable)")
-      ->type_size(1)
+      ->allow_extra_args(false)  // one value per occurrence: a following case file is not a second one
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--bind", kernel_config.bindings,
                  "FAMILY=NS::OP or FAMILY=script:FILE.pt[:METHOD]: fuzz that op as a target of op family FAMILY, "
                  "named NS::OP or script:FILE.pt; its schema must match the family's contract (`detfuzz list`) "
                  "(repeatable)")
-      ->type_size(1)
+      ->allow_extra_args(false)  // one value per occurrence: a following case file is not a second one
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   // --torchvision-lib, --load and --bind may follow the command: `detfuzz run --load x.so ...`.
   app.fallthrough();

@@ -76,7 +76,7 @@ compare::Judgement judge_loss(const GiouLossProblem& p, const kernels::Target<Gi
   std::vector<std::int64_t> shape;
   if (p.reduction == RegressionLossProblem::Reduction::none) shape = {static_cast<std::int64_t>(p.boxes1.size())};
   compare::Judgement judgement = compare::compare_continuous(
-      output, loss_expected(p, dtype), {"loss", shape, std::string(dtype_name(dtype)), device}, dtype);
+      output, loss_expected(p, dtype), {"loss", shape, std::string(dtype_name(accumulate_type(dtype))), device}, dtype);
   judgement.outputs = {output};
   return judgement;
 }

@@ -1,8 +1,10 @@
 // torchvision 0.14.1 generalized IoU with ATen ops, dtype behaviour included:
 // ops/boxes.py generalized_box_iou (box_iou's _box_inter_union, `rb - lt` before _upcast,
 // the enclosing box's widths upcast) and ops/giou_loss.py generalized_box_iou_loss
-// (_loss_inter_union, eps = 1e-7 in both divisions, no upcast for floating input, mean of
-// nothing = 0.0 * sum).
+// (_upcast_non_float first, which despite its name turns every dtype but fp32/fp64 into
+// fp32, fp16 and bf16 included; _loss_inter_union, eps = 1e-7 in both divisions, mean of
+// nothing = 0.0 * sum). Checked bit for bit against torch.jit.script of the real functions
+// (tests/plugins/plugins_test.cpp, TorchScriptExports).
 #include "kernels/tensor_convert.h"
 #include "kernels/target.h"
 
@@ -33,7 +35,13 @@ at::Tensor generalized_box_iou(const at::Tensor& boxes1, const at::Tensor& boxes
   return iou - (areai - union_area) / areai;
 }
 
-at::Tensor giou_loss(const at::Tensor& boxes1, const at::Tensor& boxes2, double eps, RegressionLossProblem::Reduction reduction) {
+at::Tensor upcast_non_float(const at::Tensor& t) {
+  return t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble ? t : t.to(at::kFloat);
+}
+
+at::Tensor giou_loss(const at::Tensor& input1, const at::Tensor& input2, double eps,
+                     RegressionLossProblem::Reduction reduction) {
+  const at::Tensor boxes1 = upcast_non_float(input1), boxes2 = upcast_non_float(input2);
   auto c = [](const at::Tensor& t, std::int64_t k) { return t.select(-1, k); };
   at::Tensor x1 = c(boxes1, 0), y1 = c(boxes1, 1), x2 = c(boxes1, 2), y2 = c(boxes1, 3);
   at::Tensor x1g = c(boxes2, 0), y1g = c(boxes2, 1), x2g = c(boxes2, 2), y2g = c(boxes2, 3);
@@ -70,7 +78,7 @@ Target<BoxIouProblem> torchvision_generalized_box_iou_target() {
 Target<GiouLossProblem> torchvision_giou_loss_target() {
   Target<GiouLossProblem> target;
   target.name = "torchvision";
-  target.description = "ATen port of torchvision 0.14.1 ops.generalized_box_iou_loss (eps in both divisions)";
+  target.description = "ATen port of torchvision 0.14.1 ops.generalized_box_iou_loss (fp16/bf16 upcast to fp32, eps in both divisions)";
   target.availability = aten_availability;
   target.run = [](const GiouLossProblem& p, DType dtype, Device device) {
     return translating_unsupported([&] {
