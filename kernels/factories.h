@@ -37,6 +37,14 @@ std::vector<Target<BatchedNmsProblem>> aten_batched_nms_targets(const KernelConf
 Target<RoiAlignProblem> torchvision_roi_align_target(const KernelConfig& config);
 Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config);
 
+// detfuzz's own kernels (kernels/native/), named "native": host emulation on cpu, the CUDA
+// kernels on cuda.
+Target<NmsProblem> native_nms_target();
+Target<BoxIouProblem> native_box_iou_target();
+Target<RoiAlignProblem> native_roi_align_target();
+Target<RoiPoolProblem> native_roi_pool_target();
+Target<RegressionLossProblem> native_regression_loss_target();
+
 // The mutants of each family (kernels/mutants/<family>_mutants.cpp), named "mutant:<name>",
 // with the hidden correct twins that are not library targets ("twin:<op>").
 std::vector<Target<NmsProblem>> nms_mutants();

@@ -26,7 +26,7 @@ std::vector<Target<Problem>> with_bound(const KernelConfig& config, const std::s
 }  // namespace
 
 std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config) {
-  return with_bound(config, "nms", with_planted({torchvision_nms_target(config)}, nms_mutants()));
+  return with_bound(config, "nms", with_planted({torchvision_nms_target(config), native_nms_target()}, nms_mutants()));
 }
 
 std::vector<Target<BatchedNmsProblem>> batched_nms_targets(const KernelConfig& config) {
@@ -34,7 +34,7 @@ std::vector<Target<BatchedNmsProblem>> batched_nms_targets(const KernelConfig& c
 }
 
 std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig& config) {
-  return with_bound(config, "box_iou", with_planted({aten_box_iou_target()}, box_iou_mutants()));
+  return with_bound(config, "box_iou", with_planted({aten_box_iou_target(), native_box_iou_target()}, box_iou_mutants()));
 }
 
 std::vector<Target<BoxAreaProblem>> box_area_targets(const KernelConfig& config) {
@@ -46,7 +46,7 @@ std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig& confi
 }
 
 std::vector<Target<RegressionLossProblem>> regression_loss_targets(const KernelConfig&) {
-  return {aten_regression_loss_target()};
+  return {aten_regression_loss_target(), native_regression_loss_target()};
 }
 
 std::vector<Target<FastRcnnLossProblem>> fast_rcnn_loss_targets(const KernelConfig&) {
@@ -66,11 +66,11 @@ std::vector<Target<GiouLossProblem>> giou_loss_targets(const KernelConfig& confi
 }
 
 std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config) {
-  return with_bound(config, "roi_align", with_planted({torchvision_roi_align_target(config)}, roi_align_mutants(config)));
+  return with_bound(config, "roi_align", with_planted({torchvision_roi_align_target(config), native_roi_align_target()}, roi_align_mutants(config)));
 }
 
 std::vector<Target<RoiPoolProblem>> roi_pool_targets(const KernelConfig& config) {
-  return with_bound(config, "roi_pool", with_planted({torchvision_roi_pool_target(config)}, roi_pool_mutants(config)));
+  return with_bound(config, "roi_pool", with_planted({torchvision_roi_pool_target(config), native_roi_pool_target()}, roi_pool_mutants(config)));
 }
 
 std::vector<std::pair<std::string, std::string>> environment(const KernelConfig& config) {
