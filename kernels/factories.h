@@ -39,7 +39,10 @@ Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config);
 
 // detfuzz's own kernels (kernels/native/), named "native": host emulation on cpu, the CUDA
 // kernels on cuda.
-Target<NmsProblem> native_nms_target();
+// The reduction ORs each kept box's mask words into the removed set from its own 64-box
+// block on; from_next_block starts one block late (suppressions within a block are lost).
+enum class NativeNmsReduction { from_own_block, from_next_block };
+Target<NmsProblem> native_nms_target(NativeNmsReduction reduction = NativeNmsReduction::from_own_block);
 Target<BoxIouProblem> native_box_iou_target();
 Target<RoiAlignProblem> native_roi_align_target();
 Target<RoiPoolProblem> native_roi_pool_target();

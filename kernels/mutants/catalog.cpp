@@ -20,6 +20,8 @@ const std::vector<MutantSpec>& mutant_catalog() {
       {"mutant:nms_raises_on_empty", "nms", "twin:nms", kAll, "empty input (0 boxes) raising instead of an empty keep"},
       {"mutant:nms_crash_7x3", "nms", "twin:nms", {DType::fp32}, "a kernel that segfaults on one input shape"},
       {"mutant:nms_hang_5x9", "nms", "twin:nms", {DType::fp32}, "a kernel that never returns on one input"},
+      {"mutant:native_nms_reduction_skips_own_block", "nms", "native", kAll,
+       "bitmask NMS whose reduction starts one 64-box block late (suppressions within a block lost)"},
       {"mutant:batched_nms_split_score_buffer", "batched_nms", "twin:batched_nms", {DType::fp32},
        "mmcv's split path writing fp32 kept scores into an fp16 buffer (Half/Float index_put crash under AMP)",
        10000},

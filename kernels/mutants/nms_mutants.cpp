@@ -16,6 +16,11 @@
 //                        torchvision RoIAlign segfaults on odd inputs)
 //   nms_hang_5x9         loops forever on a box exactly 5 wide and 9 high, like a kernel
 //                        whose loop bound never converges on one input
+//   native_nms_reduction_skips_own_block
+//                        detfuzz's bitmask NMS (twin: native) whose reduction ORs a kept
+//                        box's mask words from the next 64-box block on: suppressions
+//                        between boxes of one block are lost (the off-by-one of
+//                        `for (j = nblock; j < col_blocks; j++)` in torchvision's nms_kernel.cu)
 #include <chrono>
 #include <csignal>
 #include <thread>
@@ -75,6 +80,9 @@ std::vector<Target<NmsProblem>> nms_mutants() {
               [](const NmsProblem& p) {
                 while (has_box(p, 5, 9)) std::this_thread::sleep_for(std::chrono::seconds(1));
               }),
+      renamed(native_nms_target(NativeNmsReduction::from_next_block), "mutant:native_nms_reduction_skips_own_block",
+              "detfuzz's bitmask NMS whose reduction starts one 64-box block late (host emulation on cpu, the "
+              "CUDA kernel's masks on cuda)"),
   };
 }
 

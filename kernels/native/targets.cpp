@@ -118,10 +118,11 @@ HostTensor host_tensor(std::vector<std::int64_t> shape, DType dtype, Device devi
 
 }  // namespace
 
-Target<NmsProblem> native_nms_target() {
+Target<NmsProblem> native_nms_target(NativeNmsReduction reduction) {
+  const std::int64_t first_block_offset = reduction == NativeNmsReduction::from_next_block ? 1 : 0;
   return native_target<NmsProblem>(
       "detfuzz's bitmask NMS (64-box column blocks, sequential reduction; sorted on the host)",
-      [](const NmsProblem& p, DType dtype, Device device) {
+      [first_block_offset](const NmsProblem& p, DType dtype, Device device) {
         return with_storage_type(dtype, [&](auto tag) {
           using T = typename decltype(tag)::type;
           const std::int64_t n = static_cast<std::int64_t>(p.boxes.size());
@@ -138,7 +139,7 @@ Target<NmsProblem> native_nms_target() {
           for (std::int64_t i = 0; i < n; ++i) {
             if (removed[i / native::kNmsBlock] & (std::uint64_t(1) << (i % native::kNmsBlock))) continue;
             keep.push_back(static_cast<double>(order[i]));
-            for (std::int64_t block = i / native::kNmsBlock; block < column_blocks; ++block)
+            for (std::int64_t block = i / native::kNmsBlock + first_block_offset; block < column_blocks; ++block)
               removed[block] |= masks[i * column_blocks + block];
           }
           const auto kept = static_cast<std::int64_t>(keep.size());

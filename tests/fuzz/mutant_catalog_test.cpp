@@ -62,6 +62,9 @@ const std::map<std::string, Witness>& witnesses() {
       // Two identical 256 x 256 boxes: an area of 65,536 is inf in fp16, the IoU 0.
       {"mutant:nms_fp16_areas",
        {DType::fp32, {{"boxes", {{0, 0, 256, 256}, {0, 0, 256, 256}}}, {"scores", {0.9, 0.8}}, {"iou_threshold", 0.5}}}},
+      // Two identical boxes, one block: the second is suppressed by a word of the first's own block.
+      {"mutant:native_nms_reduction_skips_own_block",
+       {DType::fp16, {{"boxes", {{0, 0, 1, 1}, {0, 0, 1, 1}}}, {"scores", {0.5, 0.25}}, {"iou_threshold", 0.5}}}},
       {"mutant:nms_raises_on_empty",
        {DType::fp32,
         {{"boxes", nlohmann::json::array()}, {"scores", nlohmann::json::array()}, {"iou_threshold", 0.5}}}},
