@@ -47,6 +47,13 @@ Target<BoxIouProblem> native_box_iou_target();
 Target<RoiAlignProblem> native_roi_align_target();
 Target<RoiPoolProblem> native_roi_pool_target();
 Target<RegressionLossProblem> native_regression_loss_target();
+// "native:fma": the same host emulation compiled with FMA contraction (x86-64 with -mfma;
+// empty where that build is not made).
+std::vector<Target<NmsProblem>> native_fma_nms_targets();
+std::vector<Target<BoxIouProblem>> native_fma_box_iou_targets();
+std::vector<Target<RoiAlignProblem>> native_fma_roi_align_targets();
+std::vector<Target<RoiPoolProblem>> native_fma_roi_pool_targets();
+std::vector<Target<RegressionLossProblem>> native_fma_regression_loss_targets();
 
 // The mutants of each family (kernels/mutants/<family>_mutants.cpp), named "mutant:<name>",
 // with the hidden correct twins that are not library targets ("twin:<op>").

@@ -8,10 +8,11 @@ namespace detfuzz::kernels {
 
 namespace {
 
-// The library's targets first, then the planted ones (listed, fuzzed only by name).
+// Each family lists the library's targets first, then detfuzz's own, then the planted ones
+// (listed, fuzzed only by name).
 template <class Problem>
-std::vector<Target<Problem>> with_planted(std::vector<Target<Problem>> targets, std::vector<Target<Problem>> planted) {
-  for (auto& target : planted) targets.push_back(std::move(target));
+std::vector<Target<Problem>> appended(std::vector<Target<Problem>> targets, std::vector<Target<Problem>> more) {
+  for (auto& target : more) targets.push_back(std::move(target));
   return targets;
 }
 
@@ -26,15 +27,15 @@ std::vector<Target<Problem>> with_bound(const KernelConfig& config, const std::s
 }  // namespace
 
 std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config) {
-  return with_bound(config, "nms", with_planted({torchvision_nms_target(config), native_nms_target()}, nms_mutants()));
+  return with_bound(config, "nms", appended(appended({torchvision_nms_target(config), native_nms_target()}, native_fma_nms_targets()), nms_mutants()));
 }
 
 std::vector<Target<BatchedNmsProblem>> batched_nms_targets(const KernelConfig& config) {
-  return with_bound(config, "batched_nms", with_planted(aten_batched_nms_targets(config), batched_nms_mutants(config)));
+  return with_bound(config, "batched_nms", appended(aten_batched_nms_targets(config), batched_nms_mutants(config)));
 }
 
 std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig& config) {
-  return with_bound(config, "box_iou", with_planted({aten_box_iou_target(), native_box_iou_target()}, box_iou_mutants()));
+  return with_bound(config, "box_iou", appended(appended({aten_box_iou_target(), native_box_iou_target()}, native_fma_box_iou_targets()), box_iou_mutants()));
 }
 
 std::vector<Target<BoxAreaProblem>> box_area_targets(const KernelConfig& config) {
@@ -42,19 +43,20 @@ std::vector<Target<BoxAreaProblem>> box_area_targets(const KernelConfig& config)
 }
 
 std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig& config) {
-  return with_bound(config, "box_coder", with_planted({aten_box_coder_target()}, box_coder_mutants()));
+  return with_bound(config, "box_coder", appended({aten_box_coder_target()}, box_coder_mutants()));
 }
 
 std::vector<Target<RegressionLossProblem>> regression_loss_targets(const KernelConfig&) {
-  return {aten_regression_loss_target(), native_regression_loss_target()};
+  return appended({aten_regression_loss_target(), native_regression_loss_target()},
+                     native_fma_regression_loss_targets());
 }
 
 std::vector<Target<FastRcnnLossProblem>> fast_rcnn_loss_targets(const KernelConfig&) {
-  return with_planted({torchvision_fast_rcnn_loss_target()}, fast_rcnn_loss_mutants());
+  return appended({torchvision_fast_rcnn_loss_target()}, fast_rcnn_loss_mutants());
 }
 
 std::vector<Target<MatcherProblem>> matcher_targets(const KernelConfig&) {
-  return with_planted({torchvision_matcher_target()}, matcher_mutants());
+  return appended({torchvision_matcher_target()}, matcher_mutants());
 }
 
 std::vector<Target<BoxIouProblem>> generalized_box_iou_targets(const KernelConfig& config) {
@@ -62,15 +64,15 @@ std::vector<Target<BoxIouProblem>> generalized_box_iou_targets(const KernelConfi
 }
 
 std::vector<Target<GiouLossProblem>> giou_loss_targets(const KernelConfig& config) {
-  return with_bound(config, "giou_loss", with_planted({torchvision_giou_loss_target()}, giou_loss_mutants()));
+  return with_bound(config, "giou_loss", appended({torchvision_giou_loss_target()}, giou_loss_mutants()));
 }
 
 std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config) {
-  return with_bound(config, "roi_align", with_planted({torchvision_roi_align_target(config), native_roi_align_target()}, roi_align_mutants(config)));
+  return with_bound(config, "roi_align", appended(appended({torchvision_roi_align_target(config), native_roi_align_target()}, native_fma_roi_align_targets()), roi_align_mutants(config)));
 }
 
 std::vector<Target<RoiPoolProblem>> roi_pool_targets(const KernelConfig& config) {
-  return with_bound(config, "roi_pool", with_planted({torchvision_roi_pool_target(config), native_roi_pool_target()}, roi_pool_mutants(config)));
+  return with_bound(config, "roi_pool", appended(appended({torchvision_roi_pool_target(config), native_roi_pool_target()}, native_fma_roi_pool_targets()), roi_pool_mutants(config)));
 }
 
 std::vector<std::pair<std::string, std::string>> environment(const KernelConfig& config) {

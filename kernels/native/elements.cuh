@@ -15,6 +15,13 @@ namespace detfuzz::native {
 
 constexpr int kNmsBlock = 64;  // boxes per column block: the bits of one mask word
 
+struct RoiShape {
+  std::int64_t batch, channels, height, width, rois, pooled_height, pooled_width;
+  DETFUZZ_HD std::int64_t outputs() const { return rois * channels * pooled_height * pooled_width; }
+};
+
+inline namespace DETFUZZ_NATIVE_ARITHMETIC {
+
 template <class T>
 DETFUZZ_HD bool iou_above(const T* a, const T* b, double threshold) {
   using A = acc_of<T>;
@@ -25,7 +32,7 @@ DETFUZZ_HD bool iou_above(const T* a, const T* b, double threshold) {
   const A w = max_of(min_of(ax2, bx2) - max_of(ax1, bx1), A(0));
   const A h = max_of(min_of(ay2, by2) - max_of(ay1, by1), A(0));
   const A inter = w * h;
-  const A iou = inter / ((ax2 - ax1) * (ay2 - ay1) + (bx2 - bx1) * (by2 - by1) - inter);
+  const A iou = inter / (mul_rn(ax2 - ax1, ay2 - ay1) + mul_rn(bx2 - bx1, by2 - by1) - inter);
   return static_cast<double>(iou) > threshold;
 }
 
@@ -53,13 +60,9 @@ DETFUZZ_HD acc_of<T> box_iou_element(const T* a, const T* b) {
   const A w = max_of(min_of(ax2, bx2) - max_of(ax1, bx1), A(0));
   const A h = max_of(min_of(ay2, by2) - max_of(ay1, by1), A(0));
   const A inter = w * h;
-  return inter / ((ax2 - ax1) * (ay2 - ay1) + (bx2 - bx1) * (by2 - by1) - inter);
+  return inter / (mul_rn(ax2 - ax1, ay2 - ay1) + mul_rn(bx2 - bx1, by2 - by1) - inter);
 }
 
-struct RoiShape {
-  std::int64_t batch, channels, height, width, rois, pooled_height, pooled_width;
-  DETFUZZ_HD std::int64_t outputs() const { return rois * channels * pooled_height * pooled_width; }
-};
 
 template <class A, class T>
 DETFUZZ_HD A bilinear(const T* plane, std::int64_t height, std::int64_t width, A y, A x) {
@@ -172,4 +175,5 @@ DETFUZZ_HD acc_of<T> smooth_l1_element(T input, T target, double beta, bool l1) 
   return z < b ? A(0.5) * z * z / b : z - A(0.5) * b;
 }
 
+}  // inline namespace DETFUZZ_NATIVE_ARITHMETIC
 }  // namespace detfuzz::native

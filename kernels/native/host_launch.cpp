@@ -22,6 +22,7 @@ std::vector<acc_of<T>> smooth_l1(const std::vector<T>&, const std::vector<T>&, d
 bool available(std::string* reason);
 }  // namespace cuda
 
+inline namespace DETFUZZ_NATIVE_ARITHMETIC {
 namespace {
 
 #if defined(DETFUZZ_WITH_CUDA)
@@ -133,4 +134,5 @@ DETFUZZ_NATIVE_INSTANTIATE(float)
 DETFUZZ_NATIVE_INSTANTIATE(double)
 #undef DETFUZZ_NATIVE_INSTANTIATE
 
+}  // inline namespace DETFUZZ_NATIVE_ARITHMETIC
 }  // namespace detfuzz::native

@@ -20,6 +20,15 @@
 #include "model/dtype.h"  // round_to: the conversions without the CUDA headers
 #endif
 
+// The element functions and launchers live in an inline namespace named after how their
+// arithmetic was compiled, so that host_launch.cpp can be compiled twice into one program:
+// as the compiler contracts by default (as_compiled), and once more with FMA contraction
+// (fma_contracted: what nvcc's --fmad=true does on the device), without the two sets of
+// template instances colliding.
+#ifndef DETFUZZ_NATIVE_ARITHMETIC
+#define DETFUZZ_NATIVE_ARITHMETIC as_compiled
+#endif
+
 namespace detfuzz::native {
 
 #if defined(__CUDACC__) || defined(DETFUZZ_HAVE_CUDA_HEADERS)
@@ -96,6 +105,26 @@ DETFUZZ_HD inline float floor_of(float x) { return ::floorf(x); }
 DETFUZZ_HD inline double floor_of(double x) { return ::floor(x); }
 DETFUZZ_HD inline float ceil_of(float x) { return ::ceilf(x); }
 DETFUZZ_HD inline double ceil_of(double x) { return ::ceil(x); }
+// A product rounded on its own, never fused into an FMA with the sum it feeds: an area in
+// `area_a + area_b - inter` fused by nvcc --fmad=true (or -ffp-contract=fast) makes one of two
+// symmetric products exact and the other rounded, so IoU(a, b) != IoU(b, a) (native:fma found
+// it). __fmul_rn / __dmul_rn on the device; a volatile store on the host.
+DETFUZZ_HD inline float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  volatile float product = a * b;
+  return product;
+#endif
+}
+DETFUZZ_HD inline double mul_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  volatile double product = a * b;
+  return product;
+#endif
+}
 DETFUZZ_HD inline float abs_of(float x) { return ::fabsf(x); }
 DETFUZZ_HD inline double abs_of(double x) { return ::fabs(x); }
 

@@ -72,20 +72,65 @@ std::vector<double> widened(const std::vector<A>& values) {
   return std::vector<double>(values.begin(), values.end());
 }
 
+// Which compilation of the host emulation a target calls: as the compiler contracts by
+// default, or with FMA contraction (fma_contracted: -mfma -ffp-contract=fast, host only).
+#define DETFUZZ_LAUNCHER_POLICY(Policy, arithmetic)                                                       \
+  struct Policy {                                                                                         \
+    template <class T, class... Args>                                                                     \
+    static auto nms_masks(Args&&... args) { return native::arithmetic::nms_masks<T>(args...); }           \
+    template <class T, class... Args>                                                                     \
+    static auto box_iou(Args&&... args) { return native::arithmetic::box_iou<T>(args...); }               \
+    template <class T, class... Args>                                                                     \
+    static auto roi_align(Args&&... args) { return native::arithmetic::roi_align<T>(args...); }           \
+    template <class T, class... Args>                                                                     \
+    static auto roi_pool(Args&&... args) { return native::arithmetic::roi_pool<T>(args...); }             \
+    template <class T, class... Args>                                                                     \
+    static auto smooth_l1(Args&&... args) { return native::arithmetic::smooth_l1<T>(args...); }           \
+  };
+DETFUZZ_LAUNCHER_POLICY(AsCompiled, as_compiled)
+#if defined(DETFUZZ_HOST_FMA_EMULATION)
+DETFUZZ_LAUNCHER_POLICY(FmaContracted, fma_contracted)
+#endif
+#undef DETFUZZ_LAUNCHER_POLICY
+
 Backend backend_of(Device device) { return device == Device::cuda ? Backend::cuda : Backend::host_emulation; }
 
-template <class Problem>
+template <class Launchers>
+struct Variant;
+
+template <>
+struct Variant<AsCompiled> {
+  static constexpr const char* name = "native";
+  static constexpr const char* how = "; cpu: host emulation of the CUDA kernel, cuda: the kernel";
+  static Availability availability(Device device) {
+    std::string reason;
+    if (device == Device::cuda && !native::cuda_available(&reason)) return {false, reason};
+    return {};
+  }
+};
+
+#if defined(DETFUZZ_HOST_FMA_EMULATION)
+template <>
+struct Variant<FmaContracted> {
+  static constexpr const char* name = "native:fma";
+  static constexpr const char* how =
+      "; its host emulation compiled with FMA contraction (-mfma -ffp-contract=fast), as nvcc --fmad=true "
+      "compiles the device code; cpu only";
+  static Availability availability(Device device) {
+    if (device == Device::cuda) return {false, "native:fma is the host emulation; target native runs the CUDA kernel"};
+    if (!__builtin_cpu_supports("fma")) return {false, "this CPU has no FMA instructions"};
+    return {};
+  }
+};
+#endif
+
+template <class Launchers, class Problem>
 Target<Problem> native_target(const std::string& description,
                               std::function<std::vector<HostTensor>(const Problem&, DType, Device)> run) {
   Target<Problem> target;
-  target.name = "native";
-  target.description = description + "; cpu: host emulation of the CUDA kernel, cuda: the kernel";
-  target.availability = [](Device device) -> Availability {
-    if (device == Device::cpu) return {};
-    std::string reason;
-    if (!native::cuda_available(&reason)) return {false, reason};
-    return {};
-  };
+  target.name = Variant<Launchers>::name;
+  target.description = description + Variant<Launchers>::how;
+  target.availability = Variant<Launchers>::availability;
   target.run = std::move(run);
   return target;
 }
@@ -116,11 +161,10 @@ HostTensor host_tensor(std::vector<std::int64_t> shape, DType dtype, Device devi
   return {std::move(shape), std::string(dtype_name(dtype)), device_name(device), std::move(values)};
 }
 
-}  // namespace
-
-Target<NmsProblem> native_nms_target(NativeNmsReduction reduction) {
+template <class L>
+Target<NmsProblem> nms_target(NativeNmsReduction reduction) {
   const std::int64_t first_block_offset = reduction == NativeNmsReduction::from_next_block ? 1 : 0;
-  return native_target<NmsProblem>(
+  return native_target<L, NmsProblem>(
       "detfuzz's bitmask NMS (64-box column blocks, sequential reduction; sorted on the host)",
       [first_block_offset](const NmsProblem& p, DType dtype, Device device) {
         return with_storage_type(dtype, [&](auto tag) {
@@ -132,7 +176,7 @@ Target<NmsProblem> native_nms_target(NativeNmsReduction reduction) {
                            [&](std::int64_t a, std::int64_t b) { return p.scores[a] > p.scores[b]; });
           std::vector<Box> sorted;
           for (std::int64_t i : order) sorted.push_back(p.boxes[i]);
-          const auto masks = native::nms_masks(backend_of(device), stored_boxes<T>(sorted), n, p.iou_threshold);
+          const auto masks = L::template nms_masks<T>(backend_of(device), stored_boxes<T>(sorted), n, p.iou_threshold);
           const std::int64_t column_blocks = (n + native::kNmsBlock - 1) / native::kNmsBlock;
           std::vector<std::uint64_t> removed(static_cast<std::size_t>(column_blocks), 0);
           std::vector<double> keep;
@@ -148,13 +192,14 @@ Target<NmsProblem> native_nms_target(NativeNmsReduction reduction) {
       });
 }
 
-Target<BoxIouProblem> native_box_iou_target() {
-  return native_target<BoxIouProblem>(
+template <class L>
+Target<BoxIouProblem> box_iou_target() {
+  return native_target<L, BoxIouProblem>(
       "detfuzz's box IoU (one thread per pair, in the accumulate type)",
       [](const BoxIouProblem& p, DType dtype, Device device) {
         return with_storage_type(dtype, [&](auto tag) {
           using T = typename decltype(tag)::type;
-          auto iou = native::box_iou(backend_of(device), stored_boxes<T>(p.boxes1), stored_boxes<T>(p.boxes2));
+          auto iou = L::template box_iou<T>(backend_of(device), stored_boxes<T>(p.boxes1), stored_boxes<T>(p.boxes2));
           return std::vector<HostTensor>{host_tensor(
               {static_cast<std::int64_t>(p.boxes1.size()), static_cast<std::int64_t>(p.boxes2.size())},
               accumulate_type(dtype), device, widened(iou))};
@@ -162,15 +207,16 @@ Target<BoxIouProblem> native_box_iou_target() {
       });
 }
 
-Target<RoiAlignProblem> native_roi_align_target() {
-  return native_target<RoiAlignProblem>(
+template <class L>
+Target<RoiAlignProblem> roi_align_target() {
+  return native_target<L, RoiAlignProblem>(
       "detfuzz's RoIAlign forward (one thread per output element, in the accumulate type)",
       [](const RoiAlignProblem& p, DType dtype, Device device) {
         check_rois(p.rois, p.input, p.spatial_scale, p.pooled_height, p.pooled_width, p.sampling_ratio);
         return with_storage_type(dtype, [&](auto tag) {
           using T = typename decltype(tag)::type;
           const auto shape = roi_shape(p.input, p.rois.size(), p.pooled_height, p.pooled_width);
-          auto out = native::roi_align(backend_of(device), shape, stored<T>(p.input.values), stored_rois<T>(p.rois),
+          auto out = L::template roi_align<T>(backend_of(device), shape, stored<T>(p.input.values), stored_rois<T>(p.rois),
                                        p.spatial_scale, p.sampling_ratio, p.aligned);
           return std::vector<HostTensor>{host_tensor({shape.rois, shape.channels, shape.pooled_height, shape.pooled_width},
                                                      dtype, device, loaded(out))};
@@ -178,8 +224,9 @@ Target<RoiAlignProblem> native_roi_align_target() {
       });
 }
 
-Target<RoiPoolProblem> native_roi_pool_target() {
-  return native_target<RoiPoolProblem>(
+template <class L>
+Target<RoiPoolProblem> roi_pool_target() {
+  return native_target<L, RoiPoolProblem>(
       "detfuzz's RoIPool forward with argmax (one thread per output element)",
       [](const RoiPoolProblem& p, DType dtype, Device device) {
         check_rois(p.rois, p.input, p.spatial_scale, p.pooled_height, p.pooled_width, 1);
@@ -187,7 +234,7 @@ Target<RoiPoolProblem> native_roi_pool_target() {
           using T = typename decltype(tag)::type;
           const auto shape = roi_shape(p.input, p.rois.size(), p.pooled_height, p.pooled_width);
           std::vector<std::int32_t> argmax;
-          auto out = native::roi_pool(backend_of(device), shape, stored<T>(p.input.values), stored_rois<T>(p.rois),
+          auto out = L::template roi_pool<T>(backend_of(device), shape, stored<T>(p.input.values), stored_rois<T>(p.rois),
                                       p.spatial_scale, argmax);
           std::vector<std::int64_t> dims{shape.rois, shape.channels, shape.pooled_height, shape.pooled_width};
           return std::vector<HostTensor>{host_tensor(dims, dtype, device, loaded(out)),
@@ -196,15 +243,16 @@ Target<RoiPoolProblem> native_roi_pool_target() {
       });
 }
 
-Target<RegressionLossProblem> native_regression_loss_target() {
-  return native_target<RegressionLossProblem>(
+template <class L>
+Target<RegressionLossProblem> regression_loss_target() {
+  return native_target<L, RegressionLossProblem>(
       "detfuzz's smooth L1 / L1 loss (one thread per element; none/sum/mean reduced in element order)",
       [](const RegressionLossProblem& p, DType dtype, Device device) {
         return with_storage_type(dtype, [&](auto tag) {
           using T = typename decltype(tag)::type;
           using A = acc_of<T>;
           const bool l1 = p.loss == RegressionLossProblem::Loss::l1;
-          auto losses = native::smooth_l1(backend_of(device), stored<T>(p.input), stored<T>(p.target), p.beta, l1);
+          auto losses = L::template smooth_l1<T>(backend_of(device), stored<T>(p.input), stored<T>(p.target), p.beta, l1);
           if (p.reduction == RegressionLossProblem::Reduction::none) {
             std::vector<T> out;
             for (A loss : losses) out.push_back(Scalar<T>::store(loss));
@@ -218,5 +266,29 @@ Target<RegressionLossProblem> native_regression_loss_target() {
         });
       });
 }
+
+}  // namespace
+
+Target<NmsProblem> native_nms_target(NativeNmsReduction reduction) { return nms_target<AsCompiled>(reduction); }
+Target<BoxIouProblem> native_box_iou_target() { return box_iou_target<AsCompiled>(); }
+Target<RoiAlignProblem> native_roi_align_target() { return roi_align_target<AsCompiled>(); }
+Target<RoiPoolProblem> native_roi_pool_target() { return roi_pool_target<AsCompiled>(); }
+Target<RegressionLossProblem> native_regression_loss_target() { return regression_loss_target<AsCompiled>(); }
+
+#if defined(DETFUZZ_HOST_FMA_EMULATION)
+std::vector<Target<NmsProblem>> native_fma_nms_targets() { return {nms_target<FmaContracted>({})}; }
+std::vector<Target<BoxIouProblem>> native_fma_box_iou_targets() { return {box_iou_target<FmaContracted>()}; }
+std::vector<Target<RoiAlignProblem>> native_fma_roi_align_targets() { return {roi_align_target<FmaContracted>()}; }
+std::vector<Target<RoiPoolProblem>> native_fma_roi_pool_targets() { return {roi_pool_target<FmaContracted>()}; }
+std::vector<Target<RegressionLossProblem>> native_fma_regression_loss_targets() {
+  return {regression_loss_target<FmaContracted>()};
+}
+#else
+std::vector<Target<NmsProblem>> native_fma_nms_targets() { return {}; }
+std::vector<Target<BoxIouProblem>> native_fma_box_iou_targets() { return {}; }
+std::vector<Target<RoiAlignProblem>> native_fma_roi_align_targets() { return {}; }
+std::vector<Target<RoiPoolProblem>> native_fma_roi_pool_targets() { return {}; }
+std::vector<Target<RegressionLossProblem>> native_fma_regression_loss_targets() { return {}; }
+#endif
 
 }  // namespace detfuzz::kernels

@@ -3,7 +3,9 @@
 // DETFUZZ_TEST_DEVICE (default cpu, the host emulation; scripts/gpu-check.sh sets cuda).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -67,18 +69,69 @@ TEST(NativeNms, KeepsEveryOtherBoxOfAChainAcrossTheBlockBoundaries) {
       }
 }
 
-class NativeCli : public testing::ScratchDirTest {};
+// native:fma is the host emulation compiled with FMA contraction (what nvcc --fmad=true does
+// on the device). It must really contract (else it proves nothing), and stay correct.
+class NativeFma : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    registry_ = std::make_unique<fuzz::Registry>(fuzz::default_registry({}));
+    const fuzz::OpHarness* box_iou = registry_->find("box_iou");
+    const auto targets = box_iou->target_names();
+    if (std::find(targets.begin(), targets.end(), "native:fma") == targets.end())
+      GTEST_SKIP() << "native:fma is not built here (x86-64 GCC/Clang only)";
+    if (!box_iou->availability("native:fma", Device::cpu).available)
+      GTEST_SKIP() << box_iou->availability("native:fma", Device::cpu).reason;
+  }
+  std::unique_ptr<fuzz::Registry> registry_;
+};
 
-TEST_F(NativeCli, EveryNativeTargetRunsACleanCampaign) {
+TEST_F(NativeFma, ContractsRoiAlignArithmeticSoSomeFp64OutputsDiffer) {
+  const fuzz::OpHarness* roi_align = registry_->find("roi_align");
+  int differing = 0;
+  for (int i = 0; i < 200 && differing == 0; ++i) {
+    fuzz::CaseRequest request;
+    request.target = "native";
+    request.dtype = DType::fp64;
+    request.case_seed = 0xf3a0000u + static_cast<std::uint64_t>(i);
+    request.generator_size = 50;
+    const nlohmann::json input = roi_align->generated_input(request);
+    const auto plain = roi_align->evaluate(input, "native", DType::fp64, Device::cpu);
+    const auto fused = roi_align->evaluate(input, "native:fma", DType::fp64, Device::cpu);
+    EXPECT_TRUE(fused.judgement.consistent()) << fused.side_by_side;
+    if (plain.output.dump() != fused.output.dump()) ++differing;
+  }
+  EXPECT_GT(differing, 0) << "the FMA build computed exactly what the plain build did: nothing was contracted";
+}
+
+TEST_F(NativeFma, BoxIouStaysSymmetricWhenItsAreasCouldBeFused) {
+  // Found by native:fma: with `area_a + area_b - inter` fused, IoU(a, b) != IoU(b, a) here.
+  const fuzz::OpHarness* box_iou = registry_->find("box_iou");
+  const nlohmann::json input = corpus::to_json(BoxIouProblem{{{0, 0, 4, 0.5}}, {{0, 0, 0.683051586151123, 1.25390625}}});
+  const auto judgement = box_iou->judge_json(input, "native:fma", DType::fp32, Device::cpu);
+  EXPECT_TRUE(judgement.consistent()) << judgement.verdicts[0].message;
+}
+
+class NativeCli : public testing::ScratchDirTest,
+                  public ::testing::WithParamInterface<std::string> {};
+
+INSTANTIATE_TEST_SUITE_P(Targets, NativeCli, ::testing::Values("native", "native:fma"),
+                         [](const auto& info) { return info.param == "native" ? "Plain" : "FmaContracted"; });
+
+TEST_P(NativeCli, EveryNativeTargetRunsACleanCampaign) {
   const std::string device = test_device() == Device::cuda ? "cuda" : "cpu";
-  testing::Result r = testing::detfuzz("run --targets native --devices " + device +
+  if (GetParam() == "native:fma" && device == "cuda") GTEST_SKIP() << "native:fma is host emulation only";
+  testing::Result listing = testing::detfuzz("list");
+  if (listing.output.find("target " + GetParam() + ":") == std::string::npos ||
+      listing.output.find("this CPU has no FMA") != std::string::npos)
+    GTEST_SKIP() << GetParam() << " is not built or not runnable here";
+  testing::Result r = testing::detfuzz("run --targets " + GetParam() + " --devices " + device +
                                        " --cases 300 --progress none --report " + dir());
   ASSERT_EQ(r.status, 0) << r.output;
   std::ifstream file(dir_ / "report.json");
   const nlohmann::json report = nlohmann::json::parse(file);
   ASSERT_EQ(report["cells"].size(), 20u);  // nms, box_iou, regression_loss, roi_align, roi_pool x 4 dtypes
   for (const auto& cell : report["cells"]) {
-    EXPECT_EQ(cell["target"], "native");
+    EXPECT_EQ(cell["target"], GetParam());
     EXPECT_EQ(cell["status"], "ok") << cell.dump();
     EXPECT_EQ(cell["cases"], 300u) << cell.dump();
   }
@@ -86,7 +139,9 @@ TEST_F(NativeCli, EveryNativeTargetRunsACleanCampaign) {
     EXPECT_FALSE(finding["fails"].get<bool>()) << finding.dump().substr(0, 2000);
 }
 
-TEST_F(NativeCli, ListSaysWhyCudaIsUnavailable) {
+class NativeList : public testing::ScratchDirTest {};
+
+TEST_F(NativeList, ListSaysWhyCudaIsUnavailable) {
   testing::Result r = testing::detfuzz("list --json");
   ASSERT_EQ(r.status, 0) << r.output;
   const nlohmann::json listing = nlohmann::json::parse(r.output);
