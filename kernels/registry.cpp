@@ -20,8 +20,7 @@ std::vector<Target<Problem>> appended(std::vector<Target<Problem>> targets, std:
 template <class Problem>
 std::vector<Target<Problem>> with_bound(const KernelConfig& config, const std::string& family,
                                         std::vector<Target<Problem>> targets) {
-  for (auto& target : bound_targets<Problem>(config, family)) targets.push_back(std::move(target));
-  return targets;
+  return appended(std::move(targets), bound_targets<Problem>(config, family));
 }
 
 }  // namespace

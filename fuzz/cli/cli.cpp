@@ -729,16 +729,16 @@ int main_with_args(int argc, char** argv) {
                  "torchvision op library (_C*.so) to test; default: $DETFUZZ_TORCHVISION_LIB, then "
                  "the python3-torchvision package's")
       ->envname("DETFUZZ_TORCHVISION_LIB");
-  app.add_option("--load", kernel_config.plugin_libraries,
-                 "a shared library whose TORCH_LIBRARY ops become bindable (repeatable)")
-      ->allow_extra_args(false)  // one value per occurrence: a following case file is not a second one
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  app.add_option("--bind", kernel_config.bindings,
+  // One value per occurrence, repeatable: a case file after `--bind X` is not a second binding.
+  const auto add_repeatable = [&](const std::string& name, std::vector<std::string>& values, const std::string& help) {
+    app.add_option(name, values, help)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  };
+  add_repeatable("--load", kernel_config.plugin_libraries,
+                 "a shared library whose TORCH_LIBRARY ops become bindable (repeatable)");
+  add_repeatable("--bind", kernel_config.bindings,
                  "FAMILY=NS::OP or FAMILY=script:FILE.pt[:METHOD]: fuzz that op as a target of op family FAMILY, "
                  "named NS::OP or script:FILE.pt; its schema must match the family's contract (`detfuzz list`) "
-                 "(repeatable)")
-      ->allow_extra_args(false)  // one value per occurrence: a following case file is not a second one
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+                 "(repeatable)");
   // --torchvision-lib, --load and --bind may follow the command: `detfuzz run --load x.so ...`.
   app.fallthrough();
 

@@ -63,12 +63,8 @@ __global__ void nms_kernel(const T* boxes, std::int64_t n, double threshold, std
   __syncthreads();
   if (threadIdx.x >= row_size) return;
   const std::int64_t row = row_block * kNmsBlock + threadIdx.x;
-  std::uint64_t word = 0;
-  for (std::int64_t t = 0; t < column_size; ++t) {
-    const std::int64_t column = column_block * kNmsBlock + t;
-    if (column > row && iou_above(boxes + row * 4, block_boxes + t * 4, threshold)) word |= std::uint64_t(1) << t;
-  }
-  masks[row * column_blocks + column_block] = word;
+  masks[row * column_blocks + column_block] =
+      nms_mask_word(boxes + row * 4, row, block_boxes, column_block * kNmsBlock, column_size, threshold);
 }
 
 template <class T>

@@ -23,34 +23,6 @@ struct RoiShape {
 inline namespace DETFUZZ_NATIVE_ARITHMETIC {
 
 template <class T>
-DETFUZZ_HD bool iou_above(const T* a, const T* b, double threshold) {
-  using A = acc_of<T>;
-  const A ax1 = Scalar<T>::load(a[0]), ay1 = Scalar<T>::load(a[1]), ax2 = Scalar<T>::load(a[2]),
-          ay2 = Scalar<T>::load(a[3]);
-  const A bx1 = Scalar<T>::load(b[0]), by1 = Scalar<T>::load(b[1]), bx2 = Scalar<T>::load(b[2]),
-          by2 = Scalar<T>::load(b[3]);
-  const A w = max_of(min_of(ax2, bx2) - max_of(ax1, bx1), A(0));
-  const A h = max_of(min_of(ay2, by2) - max_of(ay1, by1), A(0));
-  const A inter = w * h;
-  const A iou = inter / (mul_rn(ax2 - ax1, ay2 - ay1) + mul_rn(bx2 - bx1, by2 - by1) - inter);
-  return static_cast<double>(iou) > threshold;
-}
-
-// Bit t of the word: box `row` (in score order) suppresses box column_block * 64 + t, a
-// later box. `boxes` is [n, 4] in score order.
-template <class T>
-DETFUZZ_HD std::uint64_t nms_mask_word(const T* boxes, std::int64_t n, std::int64_t row, std::int64_t column_block,
-                                       double threshold) {
-  std::uint64_t word = 0;
-  const std::int64_t first = column_block * kNmsBlock;
-  for (int t = 0; t < kNmsBlock && first + t < n; ++t) {
-    const std::int64_t column = first + t;
-    if (column > row && iou_above(boxes + row * 4, boxes + column * 4, threshold)) word |= std::uint64_t(1) << t;
-  }
-  return word;
-}
-
-template <class T>
 DETFUZZ_HD acc_of<T> box_iou_element(const T* a, const T* b) {
   using A = acc_of<T>;
   const A ax1 = Scalar<T>::load(a[0]), ay1 = Scalar<T>::load(a[1]), ax2 = Scalar<T>::load(a[2]),
@@ -63,6 +35,22 @@ DETFUZZ_HD acc_of<T> box_iou_element(const T* a, const T* b) {
   return inter / (mul_rn(ax2 - ax1, ay2 - ay1) + mul_rn(bx2 - bx1, by2 - by1) - inter);
 }
 
+template <class T>
+DETFUZZ_HD bool iou_above(const T* a, const T* b, double threshold) {
+  return static_cast<double>(box_iou_element(a, b)) > threshold;
+}
+
+// Bit t of the word: box `row` (in score order) suppresses box first_column + t, a later
+// box. `column_boxes` are the column block's [column_count, 4] boxes (on the device, the
+// block's copy in shared memory).
+template <class T>
+DETFUZZ_HD std::uint64_t nms_mask_word(const T* row_box, std::int64_t row, const T* column_boxes,
+                                       std::int64_t first_column, std::int64_t column_count, double threshold) {
+  std::uint64_t word = 0;
+  for (std::int64_t t = 0; t < column_count; ++t)
+    if (first_column + t > row && iou_above(row_box, column_boxes + t * 4, threshold)) word |= std::uint64_t(1) << t;
+  return word;
+}
 
 template <class A, class T>
 DETFUZZ_HD A bilinear(const T* plane, std::int64_t height, std::int64_t width, A y, A x) {

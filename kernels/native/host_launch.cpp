@@ -3,6 +3,7 @@
 // do to the arithmetic (nvcc contracts a * b + c into an FMA; see kernels/CMakeLists.txt).
 #include "kernels/native/launch.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace detfuzz::native {
@@ -62,8 +63,10 @@ std::vector<std::uint64_t> nms_masks(Backend backend, const std::vector<T>& sort
       for (std::int64_t t = 0; t < kNmsBlock; ++t) {
         const std::int64_t row = row_block * kNmsBlock + t;
         if (row >= n) break;
+        const std::int64_t first_column = column_block * kNmsBlock;
         masks[row * column_blocks + column_block] =
-            nms_mask_word(sorted_boxes.data(), n, row, column_block, threshold);
+            nms_mask_word(sorted_boxes.data() + row * 4, row, sorted_boxes.data() + first_column * 4, first_column,
+                          std::min<std::int64_t>(n - first_column, kNmsBlock), threshold);
       }
   return masks;
 }
