@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 #include <set>
 
 #include "running_error.h"
@@ -37,8 +40,11 @@ struct Sample {
   double error_y[kTiers]{}, error_x[kTiers]{};
   bool inside = false;               // fp64's decision
   bool ambiguous[kTiers]{};          // the tier's rounding may flip it
+  bool counted = false;              // inside or ambiguous in some tier: its term is read
   int y_low = 0, y_high = 0, x_low = 0, x_high = 0;
+  std::int64_t offset[4]{};          // of the four pixels in a channel's plane
   Tracked weight[4];
+  float weight_fp32[4]{};
 };
 
 // What a bin's samples sum to, per channel and tier (before dividing by the count).
@@ -108,6 +114,7 @@ Sample make_sample(const Tracked& y, const Tracked& x, std::int64_t height, std:
     s.ambiguous[tier] = crosses(s.y, s.error_y[tier], -1.0) || crosses(s.y, s.error_y[tier], h) ||
                         crosses(s.x, s.error_x[tier], -1.0) || crosses(s.x, s.error_x[tier], w);
   }
+  s.counted = s.inside || s.ambiguous[0] || s.ambiguous[1];
   double yy = s.y <= 0 ? 0 : s.y, xx = s.x <= 0 ? 0 : s.x;
   s.y_low = static_cast<int>(yy);
   s.x_low = static_cast<int>(xx);
@@ -123,6 +130,10 @@ Sample make_sample(const Tracked& y, const Tracked& x, std::int64_t height, std:
   } else {
     s.x_high = s.x_low + 1;
   }
+  s.offset[0] = s.y_low * width + s.x_low;
+  s.offset[1] = s.y_low * width + s.x_high;
+  s.offset[2] = s.y_high * width + s.x_low;
+  s.offset[3] = s.y_high * width + s.x_high;
   const Tracked ly = t.derived(yy - s.y_low, exact_position), lx = t.derived(xx - s.x_low, exact_position);
   const Tracked one = t.input(1.0);
   const Tracked hy = t.sub(one, ly), hx = t.sub(one, lx);
@@ -130,24 +141,38 @@ Sample make_sample(const Tracked& y, const Tracked& x, std::int64_t height, std:
   s.weight[1] = t.mul(hy, lx);
   s.weight[2] = t.mul(ly, hx);
   s.weight[3] = t.mul(ly, lx);
+  for (int k = 0; k < 4; ++k) s.weight_fp32[k] = static_cast<float>(s.weight[k].value);
   return s;
 }
 
-// Largest change between neighbouring pixels within `radius` of the sample's cell: how far
-// the bilinear surface can move when the sample's position is off by up to `radius` - 1.
-void local_slopes(const FeatureMap& map, std::int64_t n, std::int64_t c, const Sample& s, int radius,
-                  double& slope_x, double& slope_y) {
+// How far the bilinear surface can move, per unit of position error along each axis, when
+// a kernel's sample position is off by up to the tier's error. While that error stays in
+// the sample's cell the surface is bilinear there: its slopes are bounded by the cell's own
+// differences (the four values at hand). Otherwise: the largest difference between
+// neighbouring pixels over every cell the position may reach (clamped rows and columns are
+// flat, so the window over the unclamped indices covers them).
+void position_slopes(const double* plane, std::int64_t height, std::int64_t width, const Sample& s, int tier,
+                     const double (&v)[4], double& slope_x, double& slope_y) {
+  const double ey = s.error_y[tier], ex = s.error_x[tier];
+  auto within_cell = [](double position, double error, int low) {
+    return low <= position - error && position + error <= low + 1;
+  };
+  if (within_cell(s.y, ey, s.y_low) && within_cell(s.x, ex, s.x_low)) {
+    slope_x = std::max(std::fabs(v[1] - v[0]), std::fabs(v[3] - v[2]));
+    slope_y = std::max(std::fabs(v[2] - v[0]), std::fabs(v[3] - v[1]));
+    return;
+  }
+  const auto radius = static_cast<std::int64_t>(std::max(1.0, std::ceil(std::max(ey, ex))));
   const std::int64_t r0 = std::max<std::int64_t>(0, s.y_low - radius);
-  const std::int64_t r1 = std::min<std::int64_t>(map.height - 1, s.y_high + radius);
+  const std::int64_t r1 = std::min<std::int64_t>(height - 1, s.y_high + radius);
   const std::int64_t c0 = std::max<std::int64_t>(0, s.x_low - radius);
-  const std::int64_t c1 = std::min<std::int64_t>(map.width - 1, s.x_high + radius);
-  const double* plane = &map.values[static_cast<std::size_t>((n * map.channels + c) * map.height * map.width)];
+  const std::int64_t c1 = std::min<std::int64_t>(width - 1, s.x_high + radius);
   double sx = 0, sy = 0;
   for (std::int64_t row = r0; row <= r1; ++row) {
-    const double* here = plane + row * map.width;
+    const double* here = plane + row * width;
     for (std::int64_t col = c0; col < c1; ++col) sx = std::max(sx, std::fabs(here[col + 1] - here[col]));
     if (row < r1)
-      for (std::int64_t col = c0; col <= c1; ++col) sy = std::max(sy, std::fabs(here[col + map.width] - here[col]));
+      for (std::int64_t col = c0; col <= c1; ++col) sy = std::max(sy, std::fabs(here[col + width] - here[col]));
   }
   slope_x = sx;
   slope_y = sy;
@@ -159,214 +184,430 @@ struct ElementResult {
   bool range_ok;
 };
 
-// The formats a tier reads (its own and fp64), each once: what the lean arithmetic tracks.
-struct ActiveFormats {
-  std::size_t index[3]{};  // into kFloatDTypes
-  int count = 0;
+// What one RoI's elements share: the map, the tiers and the formats their bounds read.
+struct ElementContext {
+  const FeatureMap& map;
+  const Tiers& tiers;
+  DType storage;
+  const FloatFormat& strict;  // the format whose range range_ok reports
+  Tracked count;              // samples per bin, as the kernel divides by it
+  // The formats the tiers read (their own and fp64), each once.
+  int formats = 0;
+  std::size_t format_index[3]{};
   int slot_of_tier[kTiers]{};
   int fp64_slot = 0;
-  const FloatFormat* format[3]{};
-  double subnormal_half_spacing[3]{};
+  double unit_roundoff[3]{};
+  double smallest_normal = 0;  // the largest min_normal among those formats
 };
 
-ActiveFormats active_formats(const Tiers& tiers) {
-  ActiveFormats a;
+ElementContext element_context(const FeatureMap& map, const Tiers& tiers, DType storage, const Tracked& count) {
+  ElementContext c{map, tiers, storage, float_format(kFloatDTypes[tiers.format[0]]), count};
   auto slot = [&](std::size_t index) {
-    for (int i = 0; i < a.count; ++i)
-      if (a.index[i] == index) return i;
-    a.index[a.count] = index;
-    a.format[a.count] = &float_format(kFloatDTypes[index]);
-    a.subnormal_half_spacing[a.count] =
-        std::ldexp(1.0, a.format[a.count]->min_normal_exponent - a.format[a.count]->precision_bits);
-    return a.count++;
+    for (int i = 0; i < c.formats; ++i)
+      if (c.format_index[i] == index) return i;
+    const FloatFormat& format = float_format(kFloatDTypes[index]);
+    c.format_index[c.formats] = index;
+    c.unit_roundoff[c.formats] = format.unit_roundoff;
+    c.smallest_normal = std::max(c.smallest_normal, format.min_normal);
+    return c.formats++;
   };
-  for (int tier = 0; tier < kTiers; ++tier) a.slot_of_tier[tier] = slot(tiers.format[tier]);
-  a.fp64_slot = slot(tiers.fp64);
-  return a;
+  for (int tier = 0; tier < kTiers; ++tier) c.slot_of_tier[tier] = slot(tiers.format[tier]);
+  c.fp64_slot = slot(tiers.fp64);
+  return c;
 }
 
-// ErrorTracker's arithmetic (running_error.cpp) for the formats a tier reads only, inline,
-// with the range noted for the strict format only: the per-channel loop runs it for every
-// sample of every bin of every channel. Same formulas in the same order, so the results
-// are bit for bit the tracker's (RoiAlignOracle.LeanArithmeticIsTheTrackers holds it to
-// that).
-struct Lean {
-  double value = 0;
-  double error[3]{};
-};
-
-class LeanTracker {
- public:
-  LeanTracker(const ActiveFormats& active, const FloatFormat& strict) : a_(active), strict_(strict) {}
-
-  Lean input(double value) {
-    note_range(value);
-    Lean result{value, {}};
-    for (int i = 0; i < a_.count; ++i)
-      result.error[i] = representable_in(i, value) ? 0.0 : half_ulp(kFloatDTypes[a_.index[i]], value);
-    return result;
-  }
-  Lean from(const Tracked& t) const {
-    Lean result{t.value, {}};
-    for (int i = 0; i < a_.count; ++i) result.error[i] = t.error[a_.index[i]];
-    return result;
-  }
-  Lean add(const Lean& x, const Lean& y) {
-    const double s = x.value + y.value;
-    double propagated[3];
-    for (int i = 0; i < a_.count; ++i) propagated[i] = x.error[i] + y.error[i];
-    return rounded(s, sum_rounding_error(x.value, y.value), propagated);
-  }
-  Lean mul(const Lean& x, const Lean& y) {
-    const double p = x.value * y.value;
-    double propagated[3];
-    for (int i = 0; i < a_.count; ++i) propagated[i] = std::fabs(y.value) * x.error[i] + std::fabs(x.value) * y.error[i];
-    return rounded(p, std::fma(x.value, y.value, -p), propagated);
-  }
-  Lean div(const Lean& x, const Lean& y) {
-    const double q = x.value / y.value;
-    double propagated[3];
-    for (int i = 0; i < a_.count; ++i) propagated[i] = (x.error[i] + std::fabs(q) * y.error[i]) / std::fabs(y.value);
-    return rounded(q, std::fma(q, y.value, -x.value), propagated);
-  }
-  bool in_range() const { return in_range_; }
-
- private:
-  bool representable_in(int slot, double value) const {
-    const std::size_t index = a_.index[slot];
-    if (kFloatDTypes[index] == DType::fp64) return true;
-    if (kFloatDTypes[index] == DType::fp32 && std::isfinite(value))
-      return static_cast<double>(static_cast<float>(value)) == value;
-    return representable(kFloatDTypes[index], value);
-  }
-  void note_range(double value) {
-    const double magnitude = std::fabs(value);
-    if (!std::isfinite(value) || magnitude > strict_.max_finite || (magnitude != 0 && magnitude < strict_.min_normal))
-      in_range_ = false;
-  }
-  Lean rounded(double value, double residual, const double* propagated) {
-    note_range(value);
-    Lean result{value, {}};
-    const bool exact_in_double = residual == 0 && propagated[a_.fp64_slot] == 0;
-    for (int i = 0; i < a_.count; ++i) {
-      const bool exact = exact_in_double && propagated[i] == 0 && representable_in(i, value);
-      result.error[i] = exact ? 0.0 : propagated[i] + a_.format[i]->unit_roundoff * std::fabs(value);
-      if (!exact && std::fabs(value) < a_.format[i]->min_normal) result.error[i] += a_.subnormal_half_spacing[i];
-    }
-    return result;
-  }
-
-  const ActiveFormats& a_;
-  const FloatFormat& strict_;
-  bool in_range_ = true;
-};
-
-// One element (channel c of a bin) in lean arithmetic: the tracker loop of evaluate_roi,
-// statement for statement.
-void lean_element(const RoiAlignProblem& p, std::int64_t n, std::int64_t c, const std::vector<Sample>& samples,
-                  const ActiveFormats& active, const FloatFormat& strict, const Tracked& count_tracked,
-                  ElementResult& r) {
-  const FeatureMap& map = p.input;
-  LeanTracker values(active, strict);
-  auto widened_lean = [&](const Lean& x, int tier) {
-    return kSafety * (x.error[active.slot_of_tier[tier]] + x.error[active.fp64_slot]);
-  };
-  Lean sum = values.input(0.0);
-  double flip_low[kTiers]{}, flip_high[kTiers]{}, extra_error[kTiers]{};
-  for (const Sample& s : samples) {
-    if (!s.inside && !s.ambiguous[0] && !s.ambiguous[1]) continue;
-    const double v[4] = {map.at(n, c, s.y_low, s.x_low), map.at(n, c, s.y_low, s.x_high),
-                         map.at(n, c, s.y_high, s.x_low), map.at(n, c, s.y_high, s.x_high)};
-    Lean term = values.mul(values.from(s.weight[0]), values.input(v[0]));
-    for (int k = 1; k < 4; ++k) term = values.add(term, values.mul(values.from(s.weight[k]), values.input(v[k])));
-    const int radius = 1 + static_cast<int>(std::ceil(std::max(s.error_y[1], s.error_x[1])));
-    double slope_x, slope_y;
-    local_slopes(map, n, c, s, radius, slope_x, slope_y);
+// The reference arithmetic: every step of the element through the general ErrorTracker,
+// which knows which steps are exact in which format.
+void tracked_element(const ElementContext& ctx, const double* plane, const Sample* begin, const Sample* end,
+                     ElementResult& r) {
+  const FeatureMap& map = ctx.map;
+  ErrorTracker values;
+  BinSum bin{values.input(0.0)};
+  for (const Sample* s = begin; s != end; ++s) {
+    if (!s->counted) continue;
+    const double v[4] = {plane[s->offset[0]], plane[s->offset[1]], plane[s->offset[2]], plane[s->offset[3]]};
+    Tracked term = values.mul(s->weight[0], values.input(v[0]));
+    for (int k = 1; k < 4; ++k) term = values.add(term, values.mul(s->weight[k], values.input(v[k])));
     for (int tier = 0; tier < kTiers; ++tier) {
-      extra_error[tier] += slope_x * s.error_x[tier] + slope_y * s.error_y[tier];
-      if (s.ambiguous[tier]) {
-        const double change = s.inside ? -term.value : term.value;
-        flip_low[tier] += std::min(0.0, change);
-        flip_high[tier] += std::max(0.0, change);
-        extra_error[tier] += widened_lean(term, tier);
+      double slope_x, slope_y;
+      position_slopes(plane, map.height, map.width, *s, tier, v, slope_x, slope_y);
+      bin.extra_error[tier] += slope_x * s->error_x[tier] + slope_y * s->error_y[tier];
+      if (s->ambiguous[tier]) {
+        const double change = s->inside ? -term.value : term.value;
+        bin.flip_low[tier] += std::min(0.0, change);
+        bin.flip_high[tier] += std::max(0.0, change);
+        bin.extra_error[tier] += widened(term, ctx.tiers, tier);
       }
     }
-    if (s.inside) sum = values.add(sum, term);
+    if (s->inside) bin.sum = values.add(bin.sum, term);
   }
-  const Lean count = values.from(count_tracked);
-  const Lean average = values.div(sum, count);
+  const Tracked average = values.div(bin.sum, ctx.count);
   r.value = average.value;
   for (int tier = 0; tier < kTiers; ++tier) {
-    r.tier[tier].low = (sum.value + flip_low[tier]) / count.value;
-    r.tier[tier].high = (sum.value + flip_high[tier]) / count.value;
-    r.tier[tier].bound = widened_lean(average, tier) + extra_error[tier] / count.value;
+    r.tier[tier].low = (bin.sum.value + bin.flip_low[tier]) / ctx.count.value;
+    r.tier[tier].high = (bin.sum.value + bin.flip_high[tier]) / ctx.count.value;
+    r.tier[tier].bound = widened(average, ctx.tiers, tier) + bin.extra_error[tier] / ctx.count.value;
   }
-  r.range_ok = values.in_range();
+  r.range_ok = values.in_range()[ctx.tiers.format[0]];
 }
 
-// How the per-channel arithmetic is tracked: the general ErrorTracker (the reference) or
-// its lean specialization (the oracle).
-enum class Arithmetic { tracker, lean };
+// Whether a value the kernel reads is exactly what it stores: without a call, since the
+// closed form asks it for every pixel it reads (bf16 is the top half of fp32; fp16 has 11
+// significand bits, spacing 2^-24 below 2^-14, and ends at 65504).
+template <DType kStorage>
+bool storage_holds(double v) {
+  if constexpr (kStorage == DType::fp64) {
+    return true;
+  } else {
+    const float f = static_cast<float>(v);
+    const bool in_fp32 = static_cast<double>(f) == v;
+    if constexpr (kStorage == DType::fp32) return in_fp32;
+    std::uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    if constexpr (kStorage == DType::bf16) return in_fp32 & ((bits & 0xffffu) == 0);
+    const float magnitude = std::fabs(f), scaled = magnitude * 0x1p24f;
+    const bool subnormal = magnitude < 0x1p-14f;
+    const bool subnormal_ok = static_cast<float>(static_cast<std::int32_t>(subnormal ? scaled : 0.0f)) == scaled;
+    const bool normal_ok = (magnitude <= 65504.0f) & ((bits & 0x1fffu) == 0);
+    return in_fp32 & (subnormal ? subnormal_ok : normal_ok);
+  }
+}
 
-// The elements of one RoI (channels x bins) for one grid count.
+// The formats the tiers of a storage dtype read, in slot order (ElementContext's).
+template <DType kStorage>
+constexpr int kSlots = kStorage == DType::fp64 ? 1 : kStorage == DType::fp32 ? 2 : 3;
+
+// One bin's elements, for every channel at once, in closed form: the running error bound
+// with every step counted as a rounding,
+//   error_f = u_f * sum over steps |result| + sum over products (|value| error_f(weight)
+//             + |weight| error_f(value)),
+// which is what ErrorTracker gives when no step is exact and never less than it otherwise
+// (an exact step only drops its u_f |result|). The channels are the lanes of every loop
+// (structure of arrays, no branch on a channel's data), so the compiler vectorizes them.
+// Three kinds of element go to tracked_element instead, so the closed form needs neither
+// exactness tests nor subnormal terms: one whose fp32 evaluation matches fp64's (it may be
+// exact, and an exact expectation is worth keeping), one with a step below some tracked
+// format's normal range, and one whose step magnitudes sum past the fp64 range.
+class ClosedFormBin {
+ public:
+  explicit ClosedFormBin(std::size_t channels) : channels_(channels) {
+    for (auto* lane : {&sum_, &rounding_, &largest_, &smallest_, &poison_, &inexact_, &term_, &term_rounding_,
+                       &flip_low_[0], &flip_low_[1], &flip_high_[0], &flip_high_[1], &extra_[0], &extra_[1]})
+      lane->resize(channels);
+    for (int f = 0; f < 3; ++f) {
+      propagated_[f].resize(channels);
+      term_propagated_[f].resize(channels);
+    }
+    sum_fp32_.resize(channels);
+    gathered_.resize(4 * channels);
+  }
+
+  // Elements (c, bin) for every channel c into results[c * bins + bin]; `base`: channel 0's
+  // plane of the RoI's image.
+  template <DType kStorage>
+  void evaluate(const ElementContext& ctx, const double* base, const Sample* begin, const Sample* end,
+                std::size_t bins, std::size_t bin, ElementResult* results) {
+    constexpr int slots = kSlots<kStorage>;
+    const auto plane_size = static_cast<std::size_t>(ctx.map.height * ctx.map.width);
+    const std::size_t n = channels_;
+    reset();
+    // Every loop below runs over the channels without a branch on their data (the
+    // sample's decisions are the same for each) and through restrict pointers: that is
+    // what lets the compiler vectorize them. Flags are doubles for the same reason.
+    for (const Sample* s = begin; s != end; ++s) {
+      if (!s->counted) continue;
+      gather(base, plane_size, *s);
+      double* __restrict sum = sum_.data();
+      double* __restrict rounding = rounding_.data();
+      double* __restrict largest = largest_.data();
+      double* __restrict smallest = smallest_.data();
+      double* __restrict poison = poison_.data();  // 0, or NaN once a step is infinite or NaN
+      double* __restrict inexact = inexact_.data();
+      double* __restrict term = term_.data();
+      double* __restrict term_rounding = term_rounding_.data();
+      float* __restrict sum_fp32 = sum_fp32_.data();
+      const double* __restrict v0 = &gathered_[0];
+      const double* __restrict v1 = &gathered_[n];
+      const double* __restrict v2 = &gathered_[2 * n];
+      const double* __restrict v3 = &gathered_[3 * n];
+      const double w0 = s->weight[0].value, w1 = s->weight[1].value, w2 = s->weight[2].value, w3 = s->weight[3].value;
+      term_steps<kStorage>(n, v0, v1, v2, v3, w0, w1, w2, w3, inexact, term, term_rounding, largest, smallest, poison);
+      for (int f = 0; f < slots; ++f) {
+        const std::size_t format = ctx.format_index[f];
+        const double e0 = s->weight[0].error[format], e1 = s->weight[1].error[format],
+                     e2 = s->weight[2].error[format], e3 = s->weight[3].error[format];
+        double* __restrict into = term_propagated_[f].data();
+        for (std::size_t c = 0; c < n; ++c)
+          into[c] = std::fabs(v0[c]) * e0 + std::fabs(v1[c]) * e1 + std::fabs(v2[c]) * e2 + std::fabs(v3[c]) * e3;
+      }
+      for (int tier = 0; tier < kTiers; ++tier) {
+        if (!within_cell(*s, tier)) {
+          window_slopes(ctx, base, plane_size, *s, tier);
+          continue;
+        }
+        const double error_x = s->error_x[tier], error_y = s->error_y[tier];
+        double* __restrict extra = extra_[tier].data();
+        for (std::size_t c = 0; c < n; ++c) {
+          const double a = v0[c], b = v1[c], d = v2[c], e = v3[c];
+          const double slope_x = std::max(std::fabs(b - a), std::fabs(e - d));
+          const double slope_y = std::max(std::fabs(d - a), std::fabs(e - b));
+          extra[c] += slope_x * error_x + slope_y * error_y;
+        }
+      }
+      for (int tier = 0; tier < kTiers; ++tier) {
+        if (!s->ambiguous[tier]) continue;
+        const double sign = s->inside ? -1.0 : 1.0;
+        const double u = ctx.unit_roundoff[ctx.slot_of_tier[tier]] + ctx.unit_roundoff[ctx.fp64_slot];
+        const double* own = term_propagated_[ctx.slot_of_tier[tier]].data();
+        const double* fp64 = term_propagated_[ctx.fp64_slot].data();
+        flip_term(n, sign, u, term, term_rounding, own, fp64, flip_low_[tier].data(), flip_high_[tier].data(),
+                  extra_[tier].data());
+      }
+      if (s->inside) {
+        const float f0 = s->weight_fp32[0], f1 = s->weight_fp32[1], f2 = s->weight_fp32[2], f3 = s->weight_fp32[3];
+        add_term(n, term, term_rounding, sum, rounding, largest, smallest, poison);
+        for (std::size_t c = 0; c < n; ++c)
+          sum_fp32[c] += f0 * static_cast<float>(v0[c]) + f1 * static_cast<float>(v1[c]) +
+                         f2 * static_cast<float>(v2[c]) + f3 * static_cast<float>(v3[c]);
+        for (int f = 0; f < slots; ++f) {
+          double* __restrict into = propagated_[f].data();
+          const double* __restrict from = term_propagated_[f].data();
+          for (std::size_t c = 0; c < n; ++c) into[c] += from[c];
+        }
+      }
+      if (std::find(inexact_.begin(), inexact_.end(), 1.0) != inexact_.end()) input_errors<kStorage>(ctx, *s);
+    }
+    finish<kStorage>(ctx, base, plane_size, begin, end, bins, bin, results);
+  }
+
+ private:
+  // Each sample's term per channel: its value, the magnitudes of its steps, and what the
+  // range checks and the routing to the tracker need.
+  template <DType kStorage>
+  static void term_steps(std::size_t n, const double* __restrict v0, const double* __restrict v1,
+                         const double* __restrict v2, const double* __restrict v3, double w0, double w1, double w2,
+                         double w3, double* __restrict inexact, double* __restrict term,
+                         double* __restrict term_rounding, double* __restrict largest, double* __restrict smallest,
+                         double* __restrict poison) {
+    const double inf = std::numeric_limits<double>::infinity();
+    // A product of nonzero factors that comes out 0 underflowed: its magnitude counts as 0,
+    // which sends the element to the tracker.
+    const double zero_product0 = w0 != 0 ? 0.0 : inf, zero_product1 = w1 != 0 ? 0.0 : inf,
+                 zero_product2 = w2 != 0 ? 0.0 : inf, zero_product3 = w3 != 0 ? 0.0 : inf;
+    for (std::size_t c = 0; c < n; ++c) {
+      const double a = v0[c], b = v1[c], d = v2[c], e = v3[c];
+      inexact[c] = storage_holds<kStorage>(a) & storage_holds<kStorage>(b) & storage_holds<kStorage>(d) &
+                     storage_holds<kStorage>(e)
+                 ? 0.0
+                 : 1.0;
+      const double p0 = w0 * a, p1 = w1 * b, p2 = w2 * d, p3 = w3 * e;
+      const double partial1 = p0 + p1, partial2 = partial1 + p2, t = partial2 + p3;
+      const double ma = std::fabs(a), mb = std::fabs(b), md = std::fabs(d), me = std::fabs(e);
+      const double m0 = std::fabs(p0), m1 = std::fabs(p1), m2 = std::fabs(p2), m3 = std::fabs(p3);
+      const double mp1 = std::fabs(partial1), mp2 = std::fabs(partial2), mt = std::fabs(t);
+      const double top = std::max(std::max(std::max(ma, mb), std::max(md, me)),
+                        std::max(std::max(std::max(m0, m1), std::max(m2, m3)), std::max(std::max(mp1, mp2), mt)));
+      largest[c] = std::max(largest[c], top);
+      poison[c] += top * 0.0;
+      const double n0 = m0 != 0 ? m0 : (a != 0 ? zero_product0 : inf);
+      const double n1 = m1 != 0 ? m1 : (b != 0 ? zero_product1 : inf);
+      const double n2 = m2 != 0 ? m2 : (d != 0 ? zero_product2 : inf);
+      const double n3 = m3 != 0 ? m3 : (e != 0 ? zero_product3 : inf);
+      const double bottom = std::min(std::min(std::min(nonzero(ma), nonzero(mb)), std::min(nonzero(md), nonzero(me))),
+                           std::min(std::min(std::min(n0, n1), std::min(n2, n3)),
+                                std::min(std::min(nonzero(mp1), nonzero(mp2)), nonzero(mt))));
+      smallest[c] = std::min(smallest[c], bottom);
+      term[c] = t;
+      term_rounding[c] = m0 + m1 + m2 + m3 + mp1 + mp2 + mt;
+    }
+  }
+
+  // The sum of the sample's term into the running sums of the elements that count it.
+  static void add_term(std::size_t n, const double* __restrict term, const double* __restrict term_rounding,
+                       double* __restrict sum, double* __restrict rounding, double* __restrict largest,
+                       double* __restrict smallest, double* __restrict poison) {
+    for (std::size_t c = 0; c < n; ++c) {
+      const double total = sum[c] + term[c];
+      sum[c] = total;
+      const double magnitude = std::fabs(total);
+      largest[c] = std::max(largest[c], magnitude);
+      poison[c] += magnitude * 0.0;
+      smallest[c] = std::min(smallest[c], nonzero(magnitude));
+      rounding[c] += term_rounding[c] + magnitude;
+    }
+  }
+
+  // An ambiguous sample: the term may be added or dropped, with its error.
+  static void flip_term(std::size_t n, double sign, double u, const double* __restrict term,
+                        const double* __restrict term_rounding, const double* own, const double* fp64,
+                        double* __restrict flip_low, double* __restrict flip_high, double* __restrict extra) {
+    for (std::size_t c = 0; c < n; ++c) {
+      const double change = sign * term[c];
+      flip_low[c] += std::min(0.0, change);
+      flip_high[c] += std::max(0.0, change);
+      extra[c] += kSafety * (u * term_rounding[c] + own[c] + fp64[c]);
+    }
+  }
+
+  static double nonzero(double magnitude) {
+    return magnitude != 0 ? magnitude : std::numeric_limits<double>::infinity();
+  }
+
+  static bool within_cell(const Sample& s, int tier) {
+    auto inside = [](double position, double error, int low) { return low <= position - error && position + error <= low + 1; };
+    return inside(s.y, s.error_y[tier], s.y_low) && inside(s.x, s.error_x[tier], s.x_low);
+  }
+
+  void reset() {
+    const double inf = std::numeric_limits<double>::infinity();
+    for (auto* lane : {&sum_, &rounding_, &largest_, &poison_, &propagated_[0], &propagated_[1], &propagated_[2],
+                       &flip_low_[0], &flip_low_[1], &flip_high_[0], &flip_high_[1], &extra_[0], &extra_[1]})
+      std::fill(lane->begin(), lane->end(), 0.0);
+    std::fill(smallest_.begin(), smallest_.end(), inf);
+    std::fill(sum_fp32_.begin(), sum_fp32_.end(), 0.0f);
+  }
+
+  // The sample's four pixels in every channel, channel-contiguous. A loop of loads alone:
+  // they miss the cache (channels are a plane apart) and, without arithmetic between them,
+  // the misses overlap.
+  void gather(const double* base, std::size_t plane_size, const Sample& s) {
+    for (int k = 0; k < 4; ++k) {
+      const double* from = base + s.offset[k];
+      double* into = &gathered_[static_cast<std::size_t>(k) * channels_];
+      for (std::size_t c = 0; c < channels_; ++c) into[c] = from[c * plane_size];
+    }
+  }
+
+  // A position error that may leave the sample's cell: the slopes of every cell it may
+  // reach (position_slopes), channel by channel.
+  void window_slopes(const ElementContext& ctx, const double* base, std::size_t plane_size, const Sample& s, int tier) {
+    for (std::size_t c = 0; c < channels_; ++c) {
+      const double v[4] = {gathered_[c], gathered_[channels_ + c], gathered_[2 * channels_ + c],
+                           gathered_[3 * channels_ + c]};
+      double slope_x, slope_y;
+      position_slopes(base + c * plane_size, ctx.map.height, ctx.map.width, s, tier, v, slope_x, slope_y);
+      extra_[tier][c] += slope_x * s.error_x[tier] + slope_y * s.error_y[tier];
+    }
+  }
+
+  // Pixels the storage dtype does not hold (a case file's values, say): each tracked format
+  // that cannot hold one either reads it off by half an ulp.
+  template <DType kStorage>
+  void input_errors(const ElementContext& ctx, const Sample& s) {
+    constexpr int slots = kSlots<kStorage>;
+    for (std::size_t c = 0; c < channels_; ++c) {
+      if (inexact_[c] == 0) continue;
+      for (int k = 0; k < 4; ++k) {
+        const double v = gathered_[static_cast<std::size_t>(k) * channels_ + c];
+        if (storage_holds<kStorage>(v)) continue;
+        double error[3]{};
+        for (int f = 0; f < slots; ++f) {
+          const DType format = kFloatDTypes[ctx.format_index[f]];
+          error[f] = representable(format, v) ? 0.0 : std::fabs(s.weight[k].value) * half_ulp(format, v);
+        }
+        for (int tier = 0; tier < kTiers; ++tier)
+          if (s.ambiguous[tier]) extra_[tier][c] += kSafety * (error[ctx.slot_of_tier[tier]] + error[ctx.fp64_slot]);
+        if (s.inside)
+          for (int f = 0; f < slots; ++f) propagated_[f][c] += error[f];
+      }
+    }
+  }
+
+  template <DType kStorage>
+  void finish(const ElementContext& ctx, const double* base, std::size_t plane_size, const Sample* begin,
+              const Sample* end, std::size_t bins, std::size_t bin, ElementResult* results) {
+    constexpr int slots = kSlots<kStorage>;
+    const double count = ctx.count.value;
+    const float count_fp32 = static_cast<float>(count);
+    for (std::size_t c = 0; c < channels_; ++c) {
+      ElementResult& r = results[c * bins + bin];
+      const double average = sum_[c] / count;
+      const double magnitude = std::fabs(average);
+      // The sum of step magnitudes can overflow where no step does (values near the fp64
+      // limit): the tracker bounds each step on its own.
+      if (std::min(smallest_[c], nonzero(magnitude)) < ctx.smallest_normal || !std::isfinite(rounding_[c]) ||
+          static_cast<double>(sum_fp32_[c] / count_fp32) == average) {
+        tracked_element(ctx, base + c * plane_size, begin, end, r);
+        continue;
+      }
+      double error[3];
+      for (int f = 0; f < slots; ++f) {
+        const double sum_error = ctx.unit_roundoff[f] * rounding_[c] + propagated_[f][c];
+        error[f] = (sum_error + magnitude * ctx.count.error[ctx.format_index[f]]) / std::fabs(count) +
+                   ctx.unit_roundoff[f] * magnitude;
+      }
+      r.value = average;
+      for (int tier = 0; tier < kTiers; ++tier) {
+        r.tier[tier].low = (sum_[c] + flip_low_[tier][c]) / count;
+        r.tier[tier].high = (sum_[c] + flip_high_[tier][c]) / count;
+        r.tier[tier].bound = kSafety * (error[ctx.slot_of_tier[tier]] + error[ctx.fp64_slot]) + extra_[tier][c] / count;
+      }
+      r.range_ok = poison_[c] == 0 && std::max(largest_[c], magnitude) <= ctx.strict.max_finite && !std::isnan(average);
+    }
+  }
+
+  std::size_t channels_;
+  // Per channel, over the bin's samples so far: the sum, the magnitudes of its steps, the
+  // largest and smallest nonzero step magnitude, the propagated errors per slot, the
+  // ambiguous samples' flips and the position errors through the slopes, and the fp32 sum.
+  std::vector<double> sum_, rounding_, largest_, smallest_, poison_, propagated_[3], flip_low_[kTiers],
+      flip_high_[kTiers], extra_[kTiers];
+  std::vector<float> sum_fp32_;
+  std::vector<double> gathered_;  // [pixel k][channel]
+  // The current sample's per channel: pixels the storage dtype does not hold (1), its
+  // term, the term's step magnitudes and propagated error per slot.
+  std::vector<double> inexact_, term_, term_rounding_, term_propagated_[3];
+};
+
+// How the per-channel arithmetic is evaluated: the general ErrorTracker for every element
+// (the reference) or the closed form where it applies (the oracle).
+enum class Arithmetic { tracker, closed_form };
+
+// The elements of one RoI (channels x bins) for one grid count, channel by channel (as
+// torchvision's kernel runs: a channel's plane stays in cache while its bins read it).
 // Into `results` (resized; reused across RoIs, since a RoI's elements run to megabytes).
 void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int grid_h, int grid_w,
-                  const Tiers& tiers, std::size_t strict_format, Arithmetic arithmetic,
-                  std::vector<ElementResult>& results) {
-  const ActiveFormats active = active_formats(tiers);
-  const FloatFormat& strict = float_format(kFloatDTypes[strict_format]);
+                  const Tiers& tiers, DType storage, Arithmetic arithmetic, std::vector<ElementResult>& results) {
   const FeatureMap& map = p.input;
   const auto n = static_cast<std::int64_t>(roi.batch_index);
   ErrorTracker& t = g.tracker;
-  const Tracked count = t.input(std::max(grid_h * grid_w, 1));
-  results.resize(static_cast<std::size_t>(map.channels * p.pooled_height * p.pooled_width));
+  const auto bins = static_cast<std::size_t>(p.pooled_height * p.pooled_width);
+  const auto per_bin = static_cast<std::size_t>(grid_h) * static_cast<std::size_t>(grid_w);
+  std::vector<Sample> samples;
+  samples.reserve(bins * per_bin);
   for (std::int64_t ph = 0; ph < p.pooled_height; ++ph) {
     const auto ys = positions(t, g.start_h, g.bin_h, static_cast<int>(ph), grid_h);
     for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
       const auto xs = positions(t, g.start_w, g.bin_w, static_cast<int>(pw), grid_w);
-      std::vector<Sample> samples;
       for (const Tracked& y : ys)
         for (const Tracked& x : xs) samples.push_back(make_sample(y, x, map.height, map.width, tiers, t));
-      for (std::int64_t c = 0; c < map.channels; ++c) {
-        ElementResult& r = results[static_cast<std::size_t>((c * p.pooled_height + ph) * p.pooled_width + pw)];
-        if (arithmetic == Arithmetic::lean) {
-          lean_element(p, n, c, samples, active, strict, count, r);
-          r.range_ok = r.range_ok && t.in_range()[strict_format];
-          continue;
-        }
-        ErrorTracker values;
-        BinSum bin{values.input(0.0)};
-        for (const Sample& s : samples) {
-          if (!s.inside && !s.ambiguous[0] && !s.ambiguous[1]) continue;
-          const double v[4] = {map.at(n, c, s.y_low, s.x_low), map.at(n, c, s.y_low, s.x_high),
-                               map.at(n, c, s.y_high, s.x_low), map.at(n, c, s.y_high, s.x_high)};
-          Tracked term = values.mul(s.weight[0], values.input(v[0]));
-          for (int k = 1; k < 4; ++k) term = values.add(term, values.mul(s.weight[k], values.input(v[k])));
-          const int radius = 1 + static_cast<int>(std::ceil(std::max(s.error_y[1], s.error_x[1])));
-          double slope_x, slope_y;
-          local_slopes(map, n, c, s, radius, slope_x, slope_y);
-          for (int tier = 0; tier < kTiers; ++tier) {
-            bin.extra_error[tier] += slope_x * s.error_x[tier] + slope_y * s.error_y[tier];
-            if (s.ambiguous[tier]) {
-              const double change = s.inside ? -term.value : term.value;
-              bin.flip_low[tier] += std::min(0.0, change);
-              bin.flip_high[tier] += std::max(0.0, change);
-              bin.extra_error[tier] += widened(term, tiers, tier);
-            }
-          }
-          if (s.inside) bin.sum = values.add(bin.sum, term);
-        }
-        const Tracked average = values.div(bin.sum, count);
-        r.value = average.value;
-        for (int tier = 0; tier < kTiers; ++tier) {
-          r.tier[tier].low = (bin.sum.value + bin.flip_low[tier]) / count.value;
-          r.tier[tier].high = (bin.sum.value + bin.flip_high[tier]) / count.value;
-          r.tier[tier].bound = widened(average, tiers, tier) + bin.extra_error[tier] / count.value;
-        }
-        r.range_ok = values.in_range()[strict_format] && t.in_range()[strict_format];
+    }
+  }
+  const ElementContext ctx = element_context(map, tiers, storage, t.input(std::max(grid_h * grid_w, 1)));
+  const bool geometry_in_range = t.in_range()[tiers.format[0]];
+  results.resize(static_cast<std::size_t>(map.channels) * bins);
+  const double* base = &map.values[static_cast<std::size_t>(n * map.channels * map.height * map.width)];
+  if (arithmetic == Arithmetic::tracker) {
+    const auto plane_size = static_cast<std::size_t>(map.height * map.width);
+    for (std::int64_t c = 0; c < map.channels; ++c)
+      for (std::size_t bin = 0; bin < bins; ++bin) {
+        const Sample* begin = samples.data() + bin * per_bin;
+        tracked_element(ctx, base + static_cast<std::size_t>(c) * plane_size, begin, begin + per_bin,
+                        results[static_cast<std::size_t>(c) * bins + bin]);
+      }
+  } else {
+    ClosedFormBin lanes(static_cast<std::size_t>(map.channels));
+    for (std::size_t bin = 0; bin < bins; ++bin) {
+      const Sample* begin = samples.data() + bin * per_bin;
+      switch (storage) {
+        case DType::fp16: lanes.evaluate<DType::fp16>(ctx, base, begin, begin + per_bin, bins, bin, results.data()); break;
+        case DType::bf16: lanes.evaluate<DType::bf16>(ctx, base, begin, begin + per_bin, bins, bin, results.data()); break;
+        case DType::fp32: lanes.evaluate<DType::fp32>(ctx, base, begin, begin + per_bin, bins, bin, results.data()); break;
+        default: lanes.evaluate<DType::fp64>(ctx, base, begin, begin + per_bin, bins, bin, results.data()); break;
       }
     }
   }
+  for (ElementResult& r : results) r.range_ok = r.range_ok && geometry_in_range;
 }
 
 std::vector<RoiAlignElement> evaluate(const RoiAlignProblem& p, DType storage, Arithmetic arithmetic) {
@@ -393,7 +634,7 @@ std::vector<RoiAlignElement> evaluate(const RoiAlignProblem& p, DType storage, A
                                                : static_cast<int>(std::ceil(g.bin_h.value));
     const int nominal_w = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio)
                                                : static_cast<int>(std::ceil(g.bin_w.value));
-    evaluate_roi(p, roi, g, nominal_h, nominal_w, tiers, tiers.format[0], arithmetic, nominal);
+    evaluate_roi(p, roi, g, nominal_h, nominal_w, tiers, storage, arithmetic, nominal);
     out.resize(out.size() + per_roi);
     RoiAlignElement* elements = &out[out.size() - per_roi];
     for (std::size_t i = 0; i < per_roi; ++i) {
@@ -420,7 +661,7 @@ std::vector<RoiAlignElement> evaluate(const RoiAlignProblem& p, DType storage, A
     for (int gh : all_heights)
       for (int gw : all_widths) {
         if (gh == nominal_h && gw == nominal_w) continue;
-        evaluate_roi(p, roi, g, gh, gw, tiers, tiers.format[0], arithmetic, other);
+        evaluate_roi(p, roi, g, gh, gw, tiers, storage, arithmetic, other);
         for (int tier = 0; tier < kTiers; ++tier) {
           if (!heights[tier].count(gh) || !widths[tier].count(gw)) continue;
           for (std::size_t i = 0; i < per_roi; ++i) {
@@ -438,7 +679,7 @@ std::vector<RoiAlignElement> evaluate(const RoiAlignProblem& p, DType storage, A
 }  // namespace
 
 std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& problem, DType storage) {
-  return evaluate(problem, storage, Arithmetic::lean);
+  return evaluate(problem, storage, Arithmetic::closed_form);
 }
 
 std::vector<RoiAlignElement> roi_align_reference(const RoiAlignProblem& problem, DType storage) {

@@ -6,6 +6,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "oracles/roi_align.h"
 #include "oracles/roi_pool.h"
@@ -122,20 +123,90 @@ rc::Gen<RoiAlignProblem> small_roi_align_problems() {
   });
 }
 
-RC_GTEST_PROP(RoiAlignOracle, LeanArithmeticIsTheTrackers, ()) {
-  const RoiAlignProblem p = *small_roi_align_problems();
-  for (DType storage : kFloatDTypes) {
-    const auto lean = roi_align(p, storage);
-    const auto reference = roi_align_reference(p, storage);
-    RC_ASSERT(lean.size() == reference.size());
-    for (std::size_t i = 0; i < lean.size(); ++i) {
-      RC_ASSERT(lean[i].unconstrained == reference[i].unconstrained);
-      RC_ASSERT(same_double(lean[i].value, reference[i].value));
-      RC_ASSERT(same_tier(lean[i].strict, reference[i].strict));
-      RC_ASSERT(same_tier(lean[i].storage, reference[i].storage));
-      RC_ASSERT(lean[i].range_ok == reference[i].range_ok);
+// The closed form (oracle) against the general ErrorTracker (reference): the same values
+// and decisions bit for bit, a bound never below the tracker's, and the tracker's own result
+// wherever the tracker finds the accumulate-type evaluation exact.
+void expect_closed_form_agrees(const RoiAlignProblem& p, DType storage, double tightness) {
+  const auto oracle = roi_align(p, storage);
+  const auto reference = roi_align_reference(p, storage);
+  RC_ASSERT(oracle.size() == reference.size());
+  for (std::size_t i = 0; i < oracle.size(); ++i) {
+    const RoiAlignElement &o = oracle[i], &r = reference[i];
+    RC_ASSERT(o.unconstrained == r.unconstrained);
+    RC_ASSERT(same_double(o.value, r.value));
+    RC_ASSERT(o.range_ok == r.range_ok);
+    for (auto tier : {&RoiAlignElement::strict, &RoiAlignElement::storage}) {
+      RC_ASSERT(same_double((o.*tier).low, (r.*tier).low));
+      RC_ASSERT(same_double((o.*tier).high, (r.*tier).high));
+      if (std::isnan(r.value)) continue;
+      RC_ASSERT((o.*tier).bound >= (r.*tier).bound * (1 - 1e-12));
+      if (tightness < std::numeric_limits<double>::infinity())
+        RC_ASSERT((o.*tier).bound <= (r.*tier).bound * tightness + 1e-300);
+    }
+    // A grid count only the storage tier leaves open may make that tier inexact alone.
+    if (storage != DType::fp64 && r.strict.bound == 0) {
+      RC_ASSERT(same_tier(o.strict, r.strict));
+      if (r.storage.bound == 0) RC_ASSERT(o.storage.bound == 0.0);
     }
   }
+}
+
+RC_GTEST_PROP(RoiAlignOracle, ClosedFormNeverUndercutsTheTrackerAndKeepsItsExactCases, ()) {
+  const RoiAlignProblem p = *small_roi_align_problems();
+  for (DType storage : kFloatDTypes) expect_closed_form_agrees(p, storage, std::numeric_limits<double>::infinity());
+}
+
+// Values no format holds (x/997, nonzero): no step of the accumulate-type evaluation can be
+// exact, so the closed form must be the tracker's bound itself (fp64 steps may still be
+// exact there, which moves the bound by ~1e-9 relative).
+RC_GTEST_PROP(RoiAlignOracle, ClosedFormIsTheTrackersBoundWhenNoStepIsExact, ()) {
+  RoiAlignProblem p = *small_roi_align_problems();
+  for (double& v : p.input.values) v = *rc::gen::inRange(1, 996) / 997.0 * (*rc::gen::arbitrary<bool>() ? 1 : -1);
+  for (DType storage : {DType::fp16, DType::bf16, DType::fp32}) expect_closed_form_agrees(p, storage, 1 + 1e-6);
+}
+
+// A channel count past one vector register and a map as large as a real FPN level's
+// corner: the lanes of the closed form stay independent (each channel its own values).
+TEST(RoiAlignOracle, ClosedFormLanesAreTheChannels) {
+  RoiAlignProblem p;
+  p.input = {1, 7, 9, 11, {}};
+  for (std::int64_t i = 0; i < 7 * 9 * 11; ++i) p.input.values.push_back(std::sin(static_cast<double>(i)) * 3);
+  p.rois = {{0, 0.3, 1.7, 9.1, 8.2}, {0, -2, -1.5, 4, 3}};
+  p.spatial_scale = 0.9;
+  p.pooled_height = 3;
+  p.pooled_width = 2;
+  p.sampling_ratio = -1;
+  p.aligned = true;
+  for (DType storage : kFloatDTypes) {
+    const auto oracle = roi_align(p, storage), reference = roi_align_reference(p, storage);
+    ASSERT_EQ(oracle.size(), reference.size());
+    for (std::size_t i = 0; i < oracle.size(); ++i) {
+      EXPECT_EQ(oracle[i].value, reference[i].value) << i;
+      EXPECT_GE(oracle[i].strict.bound, reference[i].strict.bound * (1 - 1e-12)) << i;
+    }
+  }
+}
+
+// The slope that turns a position error into a value error: the cell's own while the error
+// stays inside the cell, every cell the position may reach otherwise. Map: 0 except a
+// 1024 step between columns 3 and 4. One sample at feature position (0.5, x), aligned, scale
+// 0.999; in fp16 (storage tier) positions are off by ~4e-3.
+RoiAlignProblem step_map_sample(double feature_x) {
+  const double x = (feature_x + 0.5) / 0.999, y = 1.0 / 0.999;
+  return {map_of(1, 2, 6, {0, 0, 0, 0, 1024, 1024, 0, 0, 0, 0, 1024, 1024}), {{0, x, y, x, y}}, 0.999, 1, 1, 1, true};
+}
+
+TEST(RoiAlignOracle, PositionErrorsReachingTheNextCellTakeItsSlope) {
+  const auto flat = roi_align(step_map_sample(2.5), DType::fp16).at(0);     // inside flat cell [2, 3]
+  const auto steep = roi_align(step_map_sample(3.5), DType::fp16).at(0);    // inside the step's cell
+  const auto edge = roi_align(step_map_sample(2.9995), DType::fp16).at(0);  // flat cell, error reaches 3
+  EXPECT_EQ(flat.value, 0.0);
+  EXPECT_EQ(edge.value, 0.0);
+  EXPECT_LT(flat.storage.bound, 1e-9);
+  EXPECT_GT(steep.storage.bound, 1.0);
+  EXPECT_GT(edge.storage.bound, 1.0);
+  // fp32 positions (strict tier, ~1e-7) stay in the flat cell even at 2.9995.
+  EXPECT_LT(edge.strict.bound, 1e-9);
 }
 
 TEST(RoiAlignOracle, EmptyRoiListGivesNoElements) {
