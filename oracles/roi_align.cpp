@@ -572,7 +572,9 @@ void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int 
   const auto n = static_cast<std::int64_t>(roi.batch_index);
   ErrorTracker& t = g.tracker;
   const auto bins = static_cast<std::size_t>(p.pooled_height * p.pooled_width);
-  const auto per_bin = static_cast<std::size_t>(grid_h) * static_cast<std::size_t>(grid_w);
+  // A negative grid (an aligned RoI with x2 < x1) samples nothing, as torchvision's loops
+  // do, while its count max(grid_h * grid_w, 1) may still be positive.
+  const auto per_bin = static_cast<std::size_t>(std::max(grid_h, 0)) * static_cast<std::size_t>(std::max(grid_w, 0));
   std::vector<Sample> samples;
   samples.reserve(bins * per_bin);
   for (std::int64_t ph = 0; ph < p.pooled_height; ++ph) {

@@ -93,7 +93,8 @@ bool same_tier(const RoiAlignTier& a, const RoiAlignTier& b) {
 
 // Small maps and RoIs that reach every branch: dyadic and arbitrary values (exactness and
 // its loss), huge and tiny values (the range flags), RoIs past the map's edges and at -1
-// (ambiguous samples), inexact spatial scales, adaptive and fixed grids, both alignments.
+// (ambiguous samples), inexact spatial scales, adaptive and fixed grids, both alignments,
+// reversed corners.
 rc::Gen<RoiAlignProblem> small_roi_align_problems() {
   return rc::gen::exec([] {
     RoiAlignProblem p;
@@ -117,7 +118,12 @@ rc::Gen<RoiAlignProblem> small_roi_align_problems() {
     for (int i = 0; i < rois; ++i) {
       auto coordinate = [] { return *rc::gen::inRange(-40, 200) / 8.0; };
       double x1 = coordinate(), y1 = coordinate(), x2 = coordinate(), y2 = coordinate();
-      p.rois.push_back({0, std::min(x1, x2), std::min(y1, y2), std::max(x1, x2), std::max(y1, y2)});
+      if (x2 < x1) std::swap(x1, x2);
+      if (y2 < y1) std::swap(y1, y2);
+      // Now and then x2 < x1 or y2 < y1: aligned, that grid is negative and samples nothing.
+      if (*rc::gen::inRange(0, 4) == 0) std::swap(x1, x2);
+      if (*rc::gen::inRange(0, 4) == 0) std::swap(y1, y2);
+      p.rois.push_back({0, x1, y1, x2, y2});
     }
     return p;
   });
