@@ -141,7 +141,7 @@ void BM_RoiAlignOracle(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(oracles::roi_align(p, DType::fp32));
 }
 
-// The naive version the oracle is tested against bit for bit.
+// The naive all-tracker version the oracle is tested against.
 void BM_RoiAlignOracleReference(benchmark::State& state) {
   const RoiAlignProblem p = roi_align_problem(static_cast<std::size_t>(state.range(0)));
   for (auto _ : state) benchmark::DoNotOptimize(oracles::roi_align_reference(p, DType::fp32));

@@ -45,8 +45,8 @@ inline constexpr double kMaxRoiAlignSamples = 1 << 24;
 std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& problem, DType storage);
 
 // The same with every per-channel step run through the general ErrorTracker: the naive
-// version roi_align is tested against bit for bit (roi_align tracks only the formats its
-// tiers read, inline).
+// version roi_align is tested against (same values and decisions bit for bit; roi_align's
+// closed-form bound is never below this one and equals it where no step is exact).
 std::vector<RoiAlignElement> roi_align_reference(const RoiAlignProblem& problem, DType storage);
 
 }  // namespace detfuzz::oracles
