@@ -151,17 +151,24 @@ Sample make_sample(const Tracked& y, const Tracked& x, std::int64_t height, std:
 // differences (the four values at hand). Otherwise: the largest difference between
 // neighbouring pixels over every cell the position may reach (clamped rows and columns are
 // flat, so the window over the unclamped indices covers them).
+bool within_cell(const Sample& s, int tier) {
+  auto inside = [](double position, double error, int low) { return low <= position - error && position + error <= low + 1; };
+  return inside(s.y, s.error_y[tier], s.y_low) && inside(s.x, s.error_x[tier], s.x_low);
+}
+
+// The slopes of the cell whose corners are v00, v01 (same row) and v10, v11.
+inline void cell_slopes(double v00, double v01, double v10, double v11, double& slope_x, double& slope_y) {
+  slope_x = std::max(std::fabs(v01 - v00), std::fabs(v11 - v10));
+  slope_y = std::max(std::fabs(v10 - v00), std::fabs(v11 - v01));
+}
+
 void position_slopes(const double* plane, std::int64_t height, std::int64_t width, const Sample& s, int tier,
                      const double (&v)[4], double& slope_x, double& slope_y) {
-  const double ey = s.error_y[tier], ex = s.error_x[tier];
-  auto within_cell = [](double position, double error, int low) {
-    return low <= position - error && position + error <= low + 1;
-  };
-  if (within_cell(s.y, ey, s.y_low) && within_cell(s.x, ex, s.x_low)) {
-    slope_x = std::max(std::fabs(v[1] - v[0]), std::fabs(v[3] - v[2]));
-    slope_y = std::max(std::fabs(v[2] - v[0]), std::fabs(v[3] - v[1]));
+  if (within_cell(s, tier)) {
+    cell_slopes(v[0], v[1], v[2], v[3], slope_x, slope_y);
     return;
   }
+  const double ey = s.error_y[tier], ex = s.error_x[tier];
   const auto radius = static_cast<std::int64_t>(std::max(1.0, std::ceil(std::max(ey, ex))));
   const std::int64_t r0 = std::max<std::int64_t>(0, s.y_low - radius);
   const std::int64_t r1 = std::min<std::int64_t>(height - 1, s.y_high + radius);
@@ -188,7 +195,6 @@ struct ElementResult {
 struct ElementContext {
   const FeatureMap& map;
   const Tiers& tiers;
-  DType storage;
   const FloatFormat& strict;  // the format whose range range_ok reports
   Tracked count;              // samples per bin, as the kernel divides by it
   // The formats the tiers read (their own and fp64), each once.
@@ -200,8 +206,8 @@ struct ElementContext {
   double smallest_normal = 0;  // the largest min_normal among those formats
 };
 
-ElementContext element_context(const FeatureMap& map, const Tiers& tiers, DType storage, const Tracked& count) {
-  ElementContext c{map, tiers, storage, float_format(kFloatDTypes[tiers.format[0]]), count};
+ElementContext element_context(const FeatureMap& map, const Tiers& tiers, const Tracked& count) {
+  ElementContext c{map, tiers, float_format(kFloatDTypes[tiers.format[0]]), count};
   auto slot = [&](std::size_t index) {
     for (int i = 0; i < c.formats; ++i)
       if (c.format_index[i] == index) return i;
@@ -314,24 +320,24 @@ class ClosedFormBin {
     // Every loop below runs over the channels without a branch on their data (the
     // sample's decisions are the same for each) and through restrict pointers: that is
     // what lets the compiler vectorize them. Flags are doubles for the same reason.
+    double* sum = sum_.data();
+    double* rounding = rounding_.data();
+    double* largest = largest_.data();
+    double* smallest = smallest_.data();
+    double* poison = poison_.data();  // 0, or NaN once a step is infinite or NaN
+    double* term = term_.data();
+    double* term_rounding = term_rounding_.data();
+    float* __restrict sum_fp32 = sum_fp32_.data();
     for (const Sample* s = begin; s != end; ++s) {
       if (!s->counted) continue;
       gather(base, plane_size, *s);
-      double* __restrict sum = sum_.data();
-      double* __restrict rounding = rounding_.data();
-      double* __restrict largest = largest_.data();
-      double* __restrict smallest = smallest_.data();
-      double* __restrict poison = poison_.data();  // 0, or NaN once a step is infinite or NaN
-      double* __restrict inexact = inexact_.data();
-      double* __restrict term = term_.data();
-      double* __restrict term_rounding = term_rounding_.data();
-      float* __restrict sum_fp32 = sum_fp32_.data();
+      // Declared after the gather: nothing writes the gathered pixels while these read them.
       const double* __restrict v0 = &gathered_[0];
       const double* __restrict v1 = &gathered_[n];
       const double* __restrict v2 = &gathered_[2 * n];
       const double* __restrict v3 = &gathered_[3 * n];
       const double w0 = s->weight[0].value, w1 = s->weight[1].value, w2 = s->weight[2].value, w3 = s->weight[3].value;
-      term_steps<kStorage>(n, v0, v1, v2, v3, w0, w1, w2, w3, inexact, term, term_rounding, largest, smallest, poison);
+      term_steps<kStorage>(n, v0, v1, v2, v3, w0, w1, w2, w3, inexact_.data(), term, term_rounding, largest, smallest, poison);
       for (int f = 0; f < slots; ++f) {
         const std::size_t format = ctx.format_index[f];
         const double e0 = s->weight[0].error[format], e1 = s->weight[1].error[format],
@@ -348,9 +354,8 @@ class ClosedFormBin {
         const double error_x = s->error_x[tier], error_y = s->error_y[tier];
         double* __restrict extra = extra_[tier].data();
         for (std::size_t c = 0; c < n; ++c) {
-          const double a = v0[c], b = v1[c], d = v2[c], e = v3[c];
-          const double slope_x = std::max(std::fabs(b - a), std::fabs(e - d));
-          const double slope_y = std::max(std::fabs(d - a), std::fabs(e - b));
+          double slope_x, slope_y;
+          cell_slopes(v0[c], v1[c], v2[c], v3[c], slope_x, slope_y);
           extra[c] += slope_x * error_x + slope_y * error_y;
         }
       }
@@ -451,11 +456,6 @@ class ClosedFormBin {
 
   static double nonzero(double magnitude) {
     return magnitude != 0 ? magnitude : std::numeric_limits<double>::infinity();
-  }
-
-  static bool within_cell(const Sample& s, int tier) {
-    auto inside = [](double position, double error, int low) { return low <= position - error && position + error <= low + 1; };
-    return inside(s.y, s.error_y[tier], s.y_low) && inside(s.x, s.error_x[tier], s.x_low);
   }
 
   void reset() {
@@ -563,9 +563,8 @@ class ClosedFormBin {
 // (the reference) or the closed form where it applies (the oracle).
 enum class Arithmetic { tracker, closed_form };
 
-// The elements of one RoI (channels x bins) for one grid count, channel by channel (as
-// torchvision's kernel runs: a channel's plane stays in cache while its bins read it).
-// Into `results` (resized; reused across RoIs, since a RoI's elements run to megabytes).
+// The elements of one RoI (channels x bins) for one grid count: the reference channel by
+// channel, the closed form bin by bin with the channels as lanes. Into `results` (resized; reused across RoIs, since a RoI's elements run to megabytes).
 void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int grid_h, int grid_w,
                   const Tiers& tiers, DType storage, Arithmetic arithmetic, std::vector<ElementResult>& results) {
   const FeatureMap& map = p.input;
@@ -585,7 +584,7 @@ void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int 
         for (const Tracked& x : xs) samples.push_back(make_sample(y, x, map.height, map.width, tiers, t));
     }
   }
-  const ElementContext ctx = element_context(map, tiers, storage, t.input(std::max(grid_h * grid_w, 1)));
+  const ElementContext ctx = element_context(map, tiers, t.input(std::max(grid_h * grid_w, 1)));
   const bool geometry_in_range = t.in_range()[tiers.format[0]];
   results.resize(static_cast<std::size_t>(map.channels) * bins);
   const double* base = &map.values[static_cast<std::size_t>(n * map.channels * map.height * map.width)];
