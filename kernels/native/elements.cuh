@@ -77,18 +77,36 @@ DETFUZZ_HD A bilinear(const T* plane, std::int64_t height, std::int64_t width, A
   return hy * hx * v1 + hy * lx * v2 + ly * hx * v3 + ly * lx * v4;
 }
 
-// Output element `index` of RoIAlign (forward): [roi, channel, ph, pw] row-major. A RoI whose
-// batch index is outside the batch gives 0 (the host side refuses such input first).
+// What output element `index` ([roi, channel, ph, pw] row-major) of a RoI op reads: its
+// RoI's row of the [K, 5] table, its channel's plane (null when the RoI's batch index is
+// outside the batch: the element is 0; the host side refuses such input first) and its bin.
+template <class T>
+struct RoiElement {
+  const T* roi;
+  const T* plane;
+  std::int64_t ph, pw;
+};
+
+template <class T>
+DETFUZZ_HD RoiElement<T> roi_element(std::int64_t index, const RoiShape& s, const T* input, const T* rois) {
+  const std::int64_t pw = index % s.pooled_width, ph = (index / s.pooled_width) % s.pooled_height;
+  const std::int64_t c = (index / s.pooled_width / s.pooled_height) % s.channels;
+  const std::int64_t k = index / s.pooled_width / s.pooled_height / s.channels;
+  const T* roi = rois + k * 5;
+  const std::int64_t n = static_cast<std::int64_t>(Scalar<T>::load(roi[0]));
+  const T* plane = n < 0 || n >= s.batch ? nullptr : input + (n * s.channels + c) * s.height * s.width;
+  return {roi, plane, ph, pw};
+}
+
+// Output element `index` of RoIAlign (forward) (roi_element says which).
 template <class T>
 DETFUZZ_HD T roi_align_element(std::int64_t index, const RoiShape& s, const T* input, const T* rois,
                                double spatial_scale, std::int64_t sampling_ratio, bool aligned) {
   using A = acc_of<T>;
-  const std::int64_t pw = index % s.pooled_width, ph = (index / s.pooled_width) % s.pooled_height;
-  const std::int64_t c = (index / s.pooled_width / s.pooled_height) % s.channels;
-  const std::int64_t k = index / s.pooled_width / s.pooled_height / s.channels;
-  const T* r = rois + k * 5;
-  const std::int64_t n = static_cast<std::int64_t>(Scalar<T>::load(r[0]));
-  if (n < 0 || n >= s.batch) return Scalar<T>::store(A(0));
+  const RoiElement<T> e = roi_element(index, s, input, rois);
+  if (!e.plane) return Scalar<T>::store(A(0));
+  const T* r = e.roi;
+  const std::int64_t ph = e.ph, pw = e.pw;
   const A scale = static_cast<A>(spatial_scale), offset = aligned ? A(0.5) : A(0);
   const A start_w = Scalar<T>::load(r[1]) * scale - offset, start_h = Scalar<T>::load(r[2]) * scale - offset;
   A roi_w = Scalar<T>::load(r[3]) * scale - offset - start_w, roi_h = Scalar<T>::load(r[4]) * scale - offset - start_h;
@@ -100,7 +118,7 @@ DETFUZZ_HD T roi_align_element(std::int64_t index, const RoiShape& s, const T* i
   const std::int64_t grid_h = sampling_ratio > 0 ? sampling_ratio : static_cast<std::int64_t>(ceil_of(bin_h));
   const std::int64_t grid_w = sampling_ratio > 0 ? sampling_ratio : static_cast<std::int64_t>(ceil_of(bin_w));
   const A count = static_cast<A>(max_of<std::int64_t>(grid_h * grid_w, 1));
-  const T* plane = input + (n * s.channels + c) * s.height * s.width;
+  const T* plane = e.plane;
   A sum = 0;
   for (std::int64_t iy = 0; iy < grid_h; ++iy) {
     const A y = start_h + static_cast<A>(ph) * bin_h + (static_cast<A>(iy) + A(0.5)) * bin_h / static_cast<A>(grid_h);
@@ -118,13 +136,11 @@ template <class T>
 DETFUZZ_HD T roi_pool_element(std::int64_t index, const RoiShape& s, const T* input, const T* rois,
                               double spatial_scale, std::int32_t* argmax) {
   using A = acc_of<T>;
-  const std::int64_t pw = index % s.pooled_width, ph = (index / s.pooled_width) % s.pooled_height;
-  const std::int64_t c = (index / s.pooled_width / s.pooled_height) % s.channels;
-  const std::int64_t k = index / s.pooled_width / s.pooled_height / s.channels;
-  const T* r = rois + k * 5;
   *argmax = -1;
-  const std::int64_t n = static_cast<std::int64_t>(Scalar<T>::load(r[0]));
-  if (n < 0 || n >= s.batch) return Scalar<T>::store(A(0));
+  const RoiElement<T> e = roi_element(index, s, input, rois);
+  if (!e.plane) return Scalar<T>::store(A(0));
+  const T* r = e.roi;
+  const std::int64_t ph = e.ph, pw = e.pw;
   const A scale = static_cast<A>(spatial_scale);
   const std::int64_t start_w = static_cast<std::int64_t>(round_half_away(Scalar<T>::load(r[1]) * scale));
   const std::int64_t start_h = static_cast<std::int64_t>(round_half_away(Scalar<T>::load(r[2]) * scale));
@@ -138,7 +154,7 @@ DETFUZZ_HD T roi_pool_element(std::int64_t index, const RoiShape& s, const T* in
   const std::int64_t w0 = clamp(static_cast<std::int64_t>(floor_of(static_cast<A>(pw) * bin_w)) + start_w, s.width);
   const std::int64_t w1 = clamp(static_cast<std::int64_t>(ceil_of(static_cast<A>(pw + 1) * bin_w)) + start_w, s.width);
   if (h1 <= h0 || w1 <= w0) return Scalar<T>::store(A(0));
-  const T* plane = input + (n * s.channels + c) * s.height * s.width;
+  const T* plane = e.plane;
   A best = Scalar<T>::load(plane[h0 * s.width + w0]);
   std::int32_t best_index = static_cast<std::int32_t>(h0 * s.width + w0);
   for (std::int64_t h = h0; h < h1; ++h)
