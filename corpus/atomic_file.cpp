@@ -11,7 +11,7 @@
 
 namespace detfuzz::corpus {
 
-void write_file_atomically(const std::string& path, const std::string& contents, bool durable) {
+void write_file_atomically(const std::string& path, const std::string& contents, WriteMode mode) {
   // pid + a counter: concurrent writers (shards, threads) never share a temporary name.
   static std::atomic<unsigned> counter{0};
   const std::string temporary =
@@ -22,8 +22,9 @@ void write_file_atomically(const std::string& path, const std::string& contents,
                              " (check that the directory exists and is writable)");
   bool ok = std::fwrite(contents.data(), 1, contents.size(), file) == contents.size();
   ok = std::fflush(file) == 0 && ok;
-  if (durable) ok = ::fsync(::fileno(file)) == 0 && ok;
+  if (mode == WriteMode::durable) ok = ::fsync(::fileno(file)) == 0 && ok;
   ok = std::fclose(file) == 0 && ok;
+  if (ok && mode == WriteMode::scratch) std::remove(path.c_str());
   if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
     const int error = errno;
     std::remove(temporary.c_str());

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -93,7 +94,10 @@ std::string tail_of_file(const std::string& path, std::size_t max_lines = 12) {
 // started on first use and after every death.
 class Worker {
  public:
-  static constexpr useconds_t kCoalesceMicroseconds = 300;
+  static constexpr double kMinNapSeconds = 300e-6, kMaxNapSeconds = 2e-3;
+  // Answers the worker can write ahead of our reading them (a batch of the fastest op's
+  // answers at the longest nap fits many times over).
+  static constexpr int kAnswerPipeBytes = 1 << 20;
   enum class Outcome { answered, died, timed_out, interrupted };
   struct Reply {
     Outcome outcome = Outcome::answered;
@@ -141,10 +145,17 @@ class Worker {
   // the messages after it were not run.
   std::vector<Reply> collect(std::size_t count, double timeout_s) {
     std::vector<Reply> replies;
+    const auto begin = Clock::now();
     for (std::size_t i = 0; i < count; ++i) {
-      // Waking for every answer costs a poll, a read and a context switch each: when more
-      // are due, let a few accumulate first.
-      if (i > 0 && buffer_.find('\n') == std::string::npos) ::usleep(kCoalesceMicroseconds);
+      // Waking for every answer costs a poll, a read and a context switch each (dear on
+      // this VM, and the campaign thread's CPU is the workers' on 2 cores): when more are
+      // due, sleep about half what the rest should take at the pace so far. The worker
+      // never waits on us meanwhile: its pipe holds far more than the nap's answers.
+      if (i > 0 && buffer_.find('\n') == std::string::npos) {
+        const double per_answer = std::chrono::duration<double>(Clock::now() - begin).count() / static_cast<double>(i);
+        const double nap = std::clamp(0.5 * per_answer * static_cast<double>(count - i), kMinNapSeconds, kMaxNapSeconds);
+        ::usleep(static_cast<useconds_t>(nap * 1e6));
+      }
       replies.push_back(receive(timeout_s));
       if (replies.back().outcome != Outcome::answered) break;
     }
@@ -185,14 +196,15 @@ class Worker {
     }
     to_ = to_worker[1];
     from_ = from_worker[0];
+    ::fcntl(from_, F_SETPIPE_SZ, kAnswerPipeBytes);  // best effort: the default 64 KiB works, with waits
     buffer_.clear();
   }
 
   void write_ahead(const std::string& lines) {
     // The cases about to run, one per line, on disk before they run: what a person finds
-    // after the whole campaign died. Replaced atomically, but not fsync'ed: this runs for
-    // every batch.
-    corpus::write_file_atomically(inflight_path_, lines, false);
+    // after the whole campaign died. Replaced atomically, as scratch: this runs for every
+    // batch and every minimization step.
+    corpus::write_file_atomically(inflight_path_, lines, corpus::WriteMode::scratch);
   }
 
   bool send(const std::string& line) {

@@ -4,7 +4,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
+#include "corpus/atomic_file.h"
 #include "corpus/case_file.h"
 #include "corpus/case_json.h"
 #include "model/dtype.h"
@@ -84,6 +86,23 @@ TEST(CaseFile, NameIsAHashOfTheCaseNotOfItsProvenance) {
   CaseFile d = sample();
   d.expect.kind = FindingKind::order;
   EXPECT_NE(file_name(a), file_name(d));
+}
+
+// Both modes replace the whole file (a shorter text leaves no tail of the longer one)
+// and leave no temporary beside it.
+TEST_F(CorpusDir, EveryWriteModeReplacesTheWholeFileAndLeavesNoTemporary) {
+  for (WriteMode mode : {WriteMode::durable, WriteMode::scratch}) {
+    const std::string path = (dir_ / "target.jsonl").string();
+    write_file_atomically(path, "{\"a\": 1}\n{\"b\": 2}\n", mode);
+    write_file_atomically(path, "{\"c\": 3}\n", mode);
+    std::ifstream in(path);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text, "{\"c\": 3}\n");
+    std::size_t files = 0;
+    for (const auto& entry : fs::directory_iterator(dir_)) files += entry.is_regular_file();
+    EXPECT_EQ(files, 1u);
+    fs::remove(path);
+  }
 }
 
 TEST_F(CorpusDir, MalformedFilesNameTheFileAndTheProblem) {
