@@ -162,9 +162,11 @@ class Worker {
     return replies;
   }
 
-  std::vector<Reply> requests(const std::vector<nlohmann::json>& messages, double timeout_s) {
+  // `answers`: how many the messages ask for (a batch of cases is one message, one answer
+  // per case).
+  std::vector<Reply> requests(const std::vector<nlohmann::json>& messages, std::size_t answers, double timeout_s) {
     if (auto failed = submit(messages)) return {*failed};
-    return collect(messages.size(), timeout_s);
+    return collect(answers, timeout_s);
   }
 
  private:
@@ -327,9 +329,8 @@ class WorkerRunner final : public CaseRunner {
     while (outcomes.size() < requests.size()) {
       const double case_timeout = timeout(op, requests[outcomes.size()]);
       if (replies.empty()) {
-        std::vector<nlohmann::json> messages;
-        for (std::size_t i = outcomes.size(); i < requests.size(); ++i) messages.push_back(run_message(op, requests[i]));
-        replies = send_to_worker(messages, case_timeout);
+        const std::vector<CaseRequest> rest(requests.begin() + static_cast<std::ptrdiff_t>(outcomes.size()), requests.end());
+        replies = send_to_worker({runs_message(op, rest)}, rest.size(), case_timeout);
       }
       for (const Worker::Reply& reply : replies) {
         if (reply.outcome == Worker::Outcome::interrupted) return outcomes;
@@ -362,8 +363,7 @@ class WorkerRunner final : public CaseRunner {
     drain_prefetch();
     forget_prefetch();
     if (requests.empty()) return;
-    std::vector<nlohmann::json> messages;
-    for (const auto& request : requests) messages.push_back(run_message(op, request));
+    const std::vector<nlohmann::json> messages{runs_message(op, requests)};
     prefetched_op_ = &op;
     prefetched_ = requests;
     prefetch_timeout_s_ = timeout(op, requests.front());
@@ -372,7 +372,7 @@ class WorkerRunner final : public CaseRunner {
       after_casualty(failed->outcome);
       return;
     }
-    pending_ = messages.size();
+    pending_ = requests.size();
   }
 
   compare::Judgement judge_input(const OpHarness& op, const CaseRequest& request,
@@ -380,7 +380,7 @@ class WorkerRunner final : public CaseRunner {
     nlohmann::json message = cell_json(op.name(), request.target, request.dtype, request.device);
     message["cmd"] = "judge";
     message["input"] = input;
-    Worker::Reply reply = send_to_worker({message}, timeout(op, request)).front();
+    Worker::Reply reply = send_to_worker({message}, 1, timeout(op, request)).front();
     if (reply.outcome == Worker::Outcome::answered) {
       checked(reply.answer);
       return judgement_from(reply.answer);
@@ -394,7 +394,7 @@ class WorkerRunner final : public CaseRunner {
                                                 Device device) override {
     nlohmann::json message = cell_json(op.name(), target, dtype, device);
     message["cmd"] = "probe";
-    Worker::Reply reply = send_to_worker({message}, options_.case_timeout_s).front();
+    Worker::Reply reply = send_to_worker({message}, 1, options_.case_timeout_s).front();
     // A probe that kills the worker is a finding the campaign will meet again, not a reason.
     if (reply.outcome != Worker::Outcome::answered) return std::nullopt;
     checked(reply.answer);
@@ -412,7 +412,7 @@ class WorkerRunner final : public CaseRunner {
     message["cmd"] = "evaluate";
     message["input"] = input;
     const double case_timeout = options_.case_timeout_s * (1.0 + static_cast<double>(op.size_of(input)) / 1000.0);
-    Worker::Reply reply = send_to_worker({message}, case_timeout).front();
+    Worker::Reply reply = send_to_worker({message}, 1, case_timeout).front();
     Evaluation evaluation;
     evaluation.size = op.size_of(input);
     if (reply.outcome != Worker::Outcome::answered) {
@@ -466,9 +466,10 @@ class WorkerRunner final : public CaseRunner {
 
   // After a worker dies, the spare (warmed up meanwhile) takes over and a new spare starts:
   // kernels that crash often cost a swap, not a LibTorch start, per death.
-  std::vector<Worker::Reply> send_to_worker(const std::vector<nlohmann::json>& messages, double timeout_s) {
+  std::vector<Worker::Reply> send_to_worker(const std::vector<nlohmann::json>& messages, std::size_t answers,
+                                           double timeout_s) {
     drain_prefetch();  // its answers come first on the pipe
-    std::vector<Worker::Reply> replies = workers_[0]->requests(messages, timeout_s);
+    std::vector<Worker::Reply> replies = workers_[0]->requests(messages, answers, timeout_s);
     after_casualty(replies.back().outcome);
     return replies;
   }
@@ -494,9 +495,22 @@ class WorkerRunner final : public CaseRunner {
     prefetched_replies_.clear();
   }
 
-  static nlohmann::json run_message(const OpHarness& op, const CaseRequest& request) {
-    nlohmann::json message = request_json(op.name(), request);
-    message["cmd"] = "run";
+  // A batch of one cell's cases as one message (one line to write ahead, parse and send,
+  // instead of one per case); the worker answers each case on its own line as it ends.
+  static nlohmann::json runs_message(const OpHarness& op, const std::vector<CaseRequest>& requests) {
+    nlohmann::json message = request_json(op.name(), requests.front());
+    message.erase("case_seed");
+    message.erase("generator_size");
+    message["cmd"] = "runs";
+    nlohmann::json cases = nlohmann::json::array();
+    for (const CaseRequest& r : requests) {
+      if (r.target != requests.front().target || r.dtype != requests.front().dtype ||
+          r.device != requests.front().device || r.max_boxes != requests.front().max_boxes ||
+          r.hostile != requests.front().hostile)
+        throw Error(ErrorKind::internal, "a batch of cases mixes cells");
+      cases.push_back({std::to_string(r.case_seed), r.generator_size});
+    }
+    message["cases"] = std::move(cases);
     return message;
   }
 
@@ -572,14 +586,38 @@ int serve_worker(const Registry& registry) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() == 1) return 0;
   std::ios::sync_with_stdio(false);
-  for (std::string line; std::getline(std::cin, line);) {
-    nlohmann::json reply;
+  // Each answer leaves before the next case starts: the campaign tells a case that killed
+  // its worker by the answers that came before it.
+  auto send = [](const nlohmann::json& reply) { std::cout << reply.dump() << "\n" << std::flush; };
+  auto reply_with = [&](auto&& body) {
     try {
-      reply = answer(registry, nlohmann::json::parse(line));
+      send(body());
     } catch (const std::exception& e) {
-      reply = {{"error", e.what()}};
+      send({{"error", e.what()}});
     }
-    std::cout << reply.dump() << "\n" << std::flush;
+  };
+  for (std::string line; std::getline(std::cin, line);) {
+    nlohmann::json request;
+    try {
+      request = nlohmann::json::parse(line);
+    } catch (const std::exception& e) {
+      send({{"error", e.what()}});
+      continue;
+    }
+    if (!request.is_object() || request.value("cmd", "") != "runs") {
+      reply_with([&] { return answer(registry, request); });
+      continue;
+    }
+    // A batch: one "run" per case, the cell's fields shared.
+    const nlohmann::json cases = request.value("cases", nlohmann::json::array());
+    request.erase("cases");
+    request["cmd"] = "run";
+    for (const nlohmann::json& one : cases)
+      reply_with([&] {
+        request["case_seed"] = one.at(0);
+        request["generator_size"] = one.at(1);
+        return answer(registry, request);
+      });
   }
   return 0;
 }

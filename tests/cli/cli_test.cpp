@@ -540,7 +540,7 @@ TEST_F(Cli, KillNineAtAnyMomentLosesAndCorruptsNothing) {
     for (const auto& entry : fs::recursive_directory_iterator(dir_)) {
       if (!entry.is_regular_file()) continue;
       const std::string text = read_file(entry.path());
-      if (entry.path().extension() == ".jsonl") {  // the write-ahead: one request per line
+      if (entry.path().extension() == ".jsonl") {  // the write-ahead: one message (a batch of cases) per line
         std::istringstream lines(text);
         for (std::string line; std::getline(lines, line);)
           EXPECT_NO_THROW(nlohmann::json::parse(line)) << entry.path() << " is torn after round " << round;
