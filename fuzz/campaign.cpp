@@ -43,7 +43,7 @@ std::uint64_t splitmix64(std::uint64_t x) {
 
 // A cell's time slice: short enough that a slow cell cannot starve the others, long
 // enough that bookkeeping stays negligible.
-constexpr double kSliceSeconds = 0.05;
+constexpr double kSliceSeconds = 0.1;
 // Cases per batch: a batch should take about kBatchSeconds, enough to amortize what a
 // worker's round trip costs per batch (the worker idles while the campaign takes in one
 // batch and writes the next), little enough that a budget is kept to within a slice.
