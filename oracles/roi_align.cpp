@@ -297,7 +297,7 @@ constexpr int kSlots = kStorage == DType::fp64 ? 1 : kStorage == DType::fp32 ? 2
 class ClosedFormBin {
  public:
   explicit ClosedFormBin(std::size_t channels) : channels_(channels) {
-    for (auto* lane : {&sum_, &rounding_, &largest_, &smallest_, &poison_, &term_, &term_rounding_,
+    for (auto* lane : {&sum_, &rounding_, &largest_, &smallest_, &poison_, &inexact_, &term_, &term_rounding_,
                        &flip_low_[0], &flip_low_[1], &flip_high_[0], &flip_high_[1], &extra_[0], &extra_[1]})
       lane->resize(channels);
     for (int f = 0; f < 3; ++f) {
@@ -305,53 +305,7 @@ class ClosedFormBin {
       term_propagated_[f].resize(channels);
     }
     sum_fp32_.resize(channels);
-  }
-
-  // The pixels the samples [begin, end) read (distinct rows x distinct columns: a bin row's
-  // samples are a grid), every channel of each contiguous: [pixel][channel]. Read plane by
-  // plane, so each plane's lines come in once, where a per-sample gather across the planes
-  // misses the cache (and the TLB) on every load. Also notes the pixels some channel of
-  // which the storage dtype does not hold.
-  template <DType kStorage>
-  void load_band(const double* base, std::size_t plane_size, std::int64_t width, const Sample* begin,
-                 const Sample* end) {
-    rows_.clear();
-    cols_.clear();
-    for (const Sample* s = begin; s != end; ++s) {
-      if (!s->counted) continue;
-      rows_.insert(rows_.end(), {s->y_low, s->y_high});
-      cols_.insert(cols_.end(), {s->x_low, s->x_high});
-    }
-    auto distinct = [](std::vector<int>& v, std::vector<int>& slot) {
-      std::sort(v.begin(), v.end());
-      v.erase(std::unique(v.begin(), v.end()), v.end());
-      if (v.empty()) return;
-      slot.assign(static_cast<std::size_t>(v.back() - v.front() + 1), 0);
-      for (std::size_t i = 0; i < v.size(); ++i) slot[static_cast<std::size_t>(v[i] - v.front())] = static_cast<int>(i);
-    };
-    distinct(rows_, row_slot_);
-    distinct(cols_, col_slot_);
-    const std::size_t pixels = rows_.size() * cols_.size(), n = channels_;
-    band_.resize(pixels * n);
-    band_inexact_.assign(pixels, 0);
-    // Channels in blocks of a cache line of the band, so each band write fills a line.
-    constexpr std::size_t kBlock = 8;
-    for (std::size_t c0 = 0; c0 < n; c0 += kBlock) {
-      const std::size_t block = std::min(kBlock, n - c0);
-      std::size_t pixel = 0;
-      for (const int row : rows_)
-        for (const int col : cols_) {
-          const double* from = base + c0 * plane_size + static_cast<std::size_t>(row * width + col);
-          double* into = &band_[pixel * n + c0];
-          bool holds = true;
-          for (std::size_t j = 0; j < block; ++j) {
-            const double v = from[j * plane_size];
-            into[j] = v;
-            holds = holds & storage_holds<kStorage>(v);
-          }
-          band_inexact_[pixel++] |= static_cast<char>(!holds);
-        }
-    }
+    gathered_.resize(4 * channels);
   }
 
   // Elements (c, bin) for every channel c into results[c * bins + bin]; `base`: channel 0's
@@ -376,21 +330,14 @@ class ClosedFormBin {
     float* __restrict sum_fp32 = sum_fp32_.data();
     for (const Sample* s = begin; s != end; ++s) {
       if (!s->counted) continue;
-      std::size_t pixel[4];
-      bool inexact = false;
-      for (int k = 0; k < 4; ++k) {
-        const int row = k < 2 ? s->y_low : s->y_high, col = k % 2 == 0 ? s->x_low : s->x_high;
-        pixel[k] = static_cast<std::size_t>(row_slot_[static_cast<std::size_t>(row - rows_.front())]) * cols_.size() +
-                   static_cast<std::size_t>(col_slot_[static_cast<std::size_t>(col - cols_.front())]);
-        inexact = inexact || band_inexact_[pixel[k]];
-      }
-      const double* __restrict v0 = &band_[pixel[0] * n];
-      const double* __restrict v1 = &band_[pixel[1] * n];
-      const double* __restrict v2 = &band_[pixel[2] * n];
-      const double* __restrict v3 = &band_[pixel[3] * n];
-      const double* const v[4] = {v0, v1, v2, v3};
+      gather(base, plane_size, *s);
+      // Declared after the gather: nothing writes the gathered pixels while these read them.
+      const double* __restrict v0 = &gathered_[0];
+      const double* __restrict v1 = &gathered_[n];
+      const double* __restrict v2 = &gathered_[2 * n];
+      const double* __restrict v3 = &gathered_[3 * n];
       const double w0 = s->weight[0].value, w1 = s->weight[1].value, w2 = s->weight[2].value, w3 = s->weight[3].value;
-      term_steps(n, v0, v1, v2, v3, w0, w1, w2, w3, term, term_rounding, largest, smallest, poison);
+      term_steps<kStorage>(n, v0, v1, v2, v3, w0, w1, w2, w3, inexact_.data(), term, term_rounding, largest, smallest, poison);
       for (int f = 0; f < slots; ++f) {
         const std::size_t format = ctx.format_index[f];
         const double e0 = s->weight[0].error[format], e1 = s->weight[1].error[format],
@@ -401,7 +348,7 @@ class ClosedFormBin {
       }
       for (int tier = 0; tier < kTiers; ++tier) {
         if (!within_cell(*s, tier)) {
-          window_slopes(ctx, base, plane_size, *s, tier, v);
+          window_slopes(ctx, base, plane_size, *s, tier);
           continue;
         }
         const double error_x = s->error_x[tier], error_y = s->error_y[tier];
@@ -433,7 +380,7 @@ class ClosedFormBin {
           for (std::size_t c = 0; c < n; ++c) into[c] += from[c];
         }
       }
-      if (inexact) input_errors<kStorage>(ctx, *s, v);
+      if (std::find(inexact_.begin(), inexact_.end(), 1.0) != inexact_.end()) input_errors<kStorage>(ctx, *s);
     }
     finish<kStorage>(ctx, base, plane_size, begin, end, bins, bin, results);
   }
@@ -441,9 +388,10 @@ class ClosedFormBin {
  private:
   // Each sample's term per channel: its value, the magnitudes of its steps, and what the
   // range checks and the routing to the tracker need.
+  template <DType kStorage>
   static void term_steps(std::size_t n, const double* __restrict v0, const double* __restrict v1,
                          const double* __restrict v2, const double* __restrict v3, double w0, double w1, double w2,
-                         double w3, double* __restrict term,
+                         double w3, double* __restrict inexact, double* __restrict term,
                          double* __restrict term_rounding, double* __restrict largest, double* __restrict smallest,
                          double* __restrict poison) {
     const double inf = std::numeric_limits<double>::infinity();
@@ -453,6 +401,10 @@ class ClosedFormBin {
                  zero_product2 = w2 != 0 ? 0.0 : inf, zero_product3 = w3 != 0 ? 0.0 : inf;
     for (std::size_t c = 0; c < n; ++c) {
       const double a = v0[c], b = v1[c], d = v2[c], e = v3[c];
+      inexact[c] = storage_holds<kStorage>(a) & storage_holds<kStorage>(b) & storage_holds<kStorage>(d) &
+                     storage_holds<kStorage>(e)
+                 ? 0.0
+                 : 1.0;
       const double p0 = w0 * a, p1 = w1 * b, p2 = w2 * d, p3 = w3 * e;
       const double partial1 = p0 + p1, partial2 = partial1 + p2, t = partial2 + p3;
       const double ma = std::fabs(a), mb = std::fabs(b), md = std::fabs(d), me = std::fabs(e);
@@ -515,12 +467,23 @@ class ClosedFormBin {
     std::fill(sum_fp32_.begin(), sum_fp32_.end(), 0.0f);
   }
 
+  // The sample's four pixels in every channel, channel-contiguous. A loop of loads alone:
+  // they miss the cache (channels are a plane apart) and, without arithmetic between them,
+  // the misses overlap.
+  void gather(const double* base, std::size_t plane_size, const Sample& s) {
+    for (int k = 0; k < 4; ++k) {
+      const double* from = base + s.offset[k];
+      double* into = &gathered_[static_cast<std::size_t>(k) * channels_];
+      for (std::size_t c = 0; c < channels_; ++c) into[c] = from[c * plane_size];
+    }
+  }
+
   // A position error that may leave the sample's cell: the slopes of every cell it may
   // reach (position_slopes), channel by channel.
-  void window_slopes(const ElementContext& ctx, const double* base, std::size_t plane_size, const Sample& s, int tier,
-                     const double* const (&pixels)[4]) {
+  void window_slopes(const ElementContext& ctx, const double* base, std::size_t plane_size, const Sample& s, int tier) {
     for (std::size_t c = 0; c < channels_; ++c) {
-      const double v[4] = {pixels[0][c], pixels[1][c], pixels[2][c], pixels[3][c]};
+      const double v[4] = {gathered_[c], gathered_[channels_ + c], gathered_[2 * channels_ + c],
+                           gathered_[3 * channels_ + c]};
       double slope_x, slope_y;
       position_slopes(base + c * plane_size, ctx.map.height, ctx.map.width, s, tier, v, slope_x, slope_y);
       extra_[tier][c] += slope_x * s.error_x[tier] + slope_y * s.error_y[tier];
@@ -530,11 +493,12 @@ class ClosedFormBin {
   // Pixels the storage dtype does not hold (a case file's values, say): each tracked format
   // that cannot hold one either reads it off by half an ulp.
   template <DType kStorage>
-  void input_errors(const ElementContext& ctx, const Sample& s, const double* const (&pixels)[4]) {
+  void input_errors(const ElementContext& ctx, const Sample& s) {
     constexpr int slots = kSlots<kStorage>;
     for (std::size_t c = 0; c < channels_; ++c) {
+      if (inexact_[c] == 0) continue;
       for (int k = 0; k < 4; ++k) {
-        const double v = pixels[k][c];
+        const double v = gathered_[static_cast<std::size_t>(k) * channels_ + c];
         if (storage_holds<kStorage>(v)) continue;
         double error[3]{};
         for (int f = 0; f < slots; ++f) {
@@ -589,35 +553,11 @@ class ClosedFormBin {
   std::vector<double> sum_, rounding_, largest_, smallest_, poison_, propagated_[3], flip_low_[kTiers],
       flip_high_[kTiers], extra_[kTiers];
   std::vector<float> sum_fp32_;
-  // The current band (load_band): its rows and columns, where a row or column sits among
-  // them, the pixels [pixel][channel] and which pixels the storage dtype does not hold.
-  std::vector<int> rows_, cols_, row_slot_, col_slot_;
-  std::vector<double> band_;
-  std::vector<char> band_inexact_;
-  // The current sample's per channel: its term, the term's step magnitudes and propagated
-  // error per slot.
-  std::vector<double> term_, term_rounding_, term_propagated_[3];
+  std::vector<double> gathered_;  // [pixel k][channel]
+  // The current sample's per channel: pixels the storage dtype does not hold (1), its
+  // term, the term's step magnitudes and propagated error per slot.
+  std::vector<double> inexact_, term_, term_rounding_, term_propagated_[3];
 };
-
-// A RoI's elements in closed form: bin row by bin row (a band of the map's rows, loaded
-// once), bin by bin across it with the channels as lanes.
-template <DType kStorage>
-void closed_form(const ElementContext& ctx, const double* base, const std::vector<Sample>& samples,
-                 std::size_t per_bin, std::int64_t pooled_width, std::vector<ElementResult>& results) {
-  const FeatureMap& map = ctx.map;
-  const auto plane_size = static_cast<std::size_t>(map.height * map.width);
-  const auto bins_per_row = static_cast<std::size_t>(pooled_width);
-  const std::size_t bins = results.size() / static_cast<std::size_t>(map.channels);
-  ClosedFormBin lanes(static_cast<std::size_t>(map.channels));
-  for (std::size_t first = 0; first < bins; first += bins_per_row) {
-    const Sample* row_begin = samples.data() + first * per_bin;
-    lanes.load_band<kStorage>(base, plane_size, map.width, row_begin, row_begin + bins_per_row * per_bin);
-    for (std::size_t bin = first; bin < first + bins_per_row; ++bin) {
-      const Sample* begin = samples.data() + bin * per_bin;
-      lanes.evaluate<kStorage>(ctx, base, begin, begin + per_bin, bins, bin, results.data());
-    }
-  }
-}
 
 // How the per-channel arithmetic is evaluated: the general ErrorTracker for every element
 // (the reference) or the closed form where it applies (the oracle).
@@ -657,11 +597,15 @@ void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int 
                         results[static_cast<std::size_t>(c) * bins + bin]);
       }
   } else {
-    switch (storage) {
-      case DType::fp16: closed_form<DType::fp16>(ctx, base, samples, per_bin, p.pooled_width, results); break;
-      case DType::bf16: closed_form<DType::bf16>(ctx, base, samples, per_bin, p.pooled_width, results); break;
-      case DType::fp32: closed_form<DType::fp32>(ctx, base, samples, per_bin, p.pooled_width, results); break;
-      default: closed_form<DType::fp64>(ctx, base, samples, per_bin, p.pooled_width, results); break;
+    ClosedFormBin lanes(static_cast<std::size_t>(map.channels));
+    for (std::size_t bin = 0; bin < bins; ++bin) {
+      const Sample* begin = samples.data() + bin * per_bin;
+      switch (storage) {
+        case DType::fp16: lanes.evaluate<DType::fp16>(ctx, base, begin, begin + per_bin, bins, bin, results.data()); break;
+        case DType::bf16: lanes.evaluate<DType::bf16>(ctx, base, begin, begin + per_bin, bins, bin, results.data()); break;
+        case DType::fp32: lanes.evaluate<DType::fp32>(ctx, base, begin, begin + per_bin, bins, bin, results.data()); break;
+        default: lanes.evaluate<DType::fp64>(ctx, base, begin, begin + per_bin, bins, bin, results.data()); break;
+      }
     }
   }
   for (ElementResult& r : results) r.range_ok = r.range_ok && geometry_in_range;
