@@ -203,8 +203,8 @@ class Worker {
   }
 
   void write_ahead(const std::string& lines) {
-    // The cases about to run, one per line, on disk before they run: what a person finds
-    // after the whole campaign died. Replaced atomically, as scratch: this runs for every
+    // The messages about to be sent (a batch of cases is one), one per line, on disk before
+    // they run: what a person finds after the whole campaign died. Replaced atomically, as scratch: this runs for every
     // batch and every minimization step.
     corpus::write_file_atomically(inflight_path_, lines, corpus::WriteMode::scratch);
   }
@@ -299,15 +299,6 @@ class Worker {
 
 nlohmann::json cell_json(const std::string& op, const std::string& target, DType dtype, Device device) {
   return {{"op", op}, {"target", target}, {"dtype", std::string(dtype_name(dtype))}, {"device", device_name(device)}};
-}
-
-nlohmann::json request_json(const std::string& op, const CaseRequest& r) {
-  nlohmann::json json = cell_json(op, r.target, r.dtype, r.device);
-  json["case_seed"] = std::to_string(r.case_seed);
-  json["generator_size"] = r.generator_size;
-  json["max_boxes"] = r.max_boxes;
-  json["hostile"] = r.hostile;
-  return json;
 }
 
 class WorkerRunner final : public CaseRunner {
@@ -498,15 +489,15 @@ class WorkerRunner final : public CaseRunner {
   // A batch of one cell's cases as one message (one line to write ahead, parse and send,
   // instead of one per case); the worker answers each case on its own line as it ends.
   static nlohmann::json runs_message(const OpHarness& op, const std::vector<CaseRequest>& requests) {
-    nlohmann::json message = request_json(op.name(), requests.front());
-    message.erase("case_seed");
-    message.erase("generator_size");
+    const CaseRequest& first = requests.front();
+    nlohmann::json message = cell_json(op.name(), first.target, first.dtype, first.device);
     message["cmd"] = "runs";
+    message["max_boxes"] = first.max_boxes;
+    message["hostile"] = first.hostile;
     nlohmann::json cases = nlohmann::json::array();
     for (const CaseRequest& r : requests) {
-      if (r.target != requests.front().target || r.dtype != requests.front().dtype ||
-          r.device != requests.front().device || r.max_boxes != requests.front().max_boxes ||
-          r.hostile != requests.front().hostile)
+      if (r.target != first.target || r.dtype != first.dtype || r.device != first.device ||
+          r.max_boxes != first.max_boxes || r.hostile != first.hostile)
         throw Error(ErrorKind::internal, "a batch of cases mixes cells");
       cases.push_back({std::to_string(r.case_seed), r.generator_size});
     }

@@ -103,10 +103,8 @@ template <class T>
 DETFUZZ_HD T roi_align_element(std::int64_t index, const RoiShape& s, const T* input, const T* rois,
                                double spatial_scale, std::int64_t sampling_ratio, bool aligned) {
   using A = acc_of<T>;
-  const RoiElement<T> e = roi_element(index, s, input, rois);
-  if (!e.plane) return Scalar<T>::store(A(0));
-  const T* r = e.roi;
-  const std::int64_t ph = e.ph, pw = e.pw;
+  const auto [r, plane, ph, pw] = roi_element(index, s, input, rois);
+  if (!plane) return Scalar<T>::store(A(0));
   const A scale = static_cast<A>(spatial_scale), offset = aligned ? A(0.5) : A(0);
   const A start_w = Scalar<T>::load(r[1]) * scale - offset, start_h = Scalar<T>::load(r[2]) * scale - offset;
   A roi_w = Scalar<T>::load(r[3]) * scale - offset - start_w, roi_h = Scalar<T>::load(r[4]) * scale - offset - start_h;
@@ -118,7 +116,6 @@ DETFUZZ_HD T roi_align_element(std::int64_t index, const RoiShape& s, const T* i
   const std::int64_t grid_h = sampling_ratio > 0 ? sampling_ratio : static_cast<std::int64_t>(ceil_of(bin_h));
   const std::int64_t grid_w = sampling_ratio > 0 ? sampling_ratio : static_cast<std::int64_t>(ceil_of(bin_w));
   const A count = static_cast<A>(max_of<std::int64_t>(grid_h * grid_w, 1));
-  const T* plane = e.plane;
   A sum = 0;
   for (std::int64_t iy = 0; iy < grid_h; ++iy) {
     const A y = start_h + static_cast<A>(ph) * bin_h + (static_cast<A>(iy) + A(0.5)) * bin_h / static_cast<A>(grid_h);
@@ -137,10 +134,8 @@ DETFUZZ_HD T roi_pool_element(std::int64_t index, const RoiShape& s, const T* in
                               double spatial_scale, std::int32_t* argmax) {
   using A = acc_of<T>;
   *argmax = -1;
-  const RoiElement<T> e = roi_element(index, s, input, rois);
-  if (!e.plane) return Scalar<T>::store(A(0));
-  const T* r = e.roi;
-  const std::int64_t ph = e.ph, pw = e.pw;
+  const auto [r, plane, ph, pw] = roi_element(index, s, input, rois);
+  if (!plane) return Scalar<T>::store(A(0));
   const A scale = static_cast<A>(spatial_scale);
   const std::int64_t start_w = static_cast<std::int64_t>(round_half_away(Scalar<T>::load(r[1]) * scale));
   const std::int64_t start_h = static_cast<std::int64_t>(round_half_away(Scalar<T>::load(r[2]) * scale));
@@ -154,7 +149,6 @@ DETFUZZ_HD T roi_pool_element(std::int64_t index, const RoiShape& s, const T* in
   const std::int64_t w0 = clamp(static_cast<std::int64_t>(floor_of(static_cast<A>(pw) * bin_w)) + start_w, s.width);
   const std::int64_t w1 = clamp(static_cast<std::int64_t>(ceil_of(static_cast<A>(pw + 1) * bin_w)) + start_w, s.width);
   if (h1 <= h0 || w1 <= w0) return Scalar<T>::store(A(0));
-  const T* plane = e.plane;
   A best = Scalar<T>::load(plane[h0 * s.width + w0]);
   std::int32_t best_index = static_cast<std::int32_t>(h0 * s.width + w0);
   for (std::int64_t h = h0; h < h1; ++h)
