@@ -811,6 +811,8 @@ int main_with_args(int argc, char** argv) {
 
   CLI::App* worker = app.add_subcommand("worker", "(internal) run cases for a campaign over stdin/stdout");
   worker->group("");  // not in --help: campaigns start it
+  int doorbell_fd = -1;
+  worker->add_option("--doorbell-fd", doorbell_fd, "descriptor to write a byte to once a message's answers are out");
 
   ReplaySettings replay_settings;
   CaseSelection& selection = replay_settings.selection;
@@ -900,7 +902,7 @@ int main_with_args(int argc, char** argv) {
     if (selftest->parsed()) return selftest_command(selftest_settings, kernel_config);
     if (worker->parsed()) {
       kernels::set_single_threaded();
-      return fuzz::serve_worker(fuzz::default_registry(kernel_config));
+      return fuzz::serve_worker(fuzz::default_registry(kernel_config), doorbell_fd);
     }
     if (corpus_add->parsed()) return corpus_add_command(add_files, add_dir);
     if (merge->parsed()) return merge_command(merge_settings);

@@ -434,6 +434,26 @@ TEST_F(Cli, EvalPrintsTheKernelOrTheOracleAsJson) {
   EXPECT_EQ(detfuzz("eval " + dir() + "/cuda.json --target oracle").status, 0);
 }
 
+// 500 x 500 IoUs: an answer of several MiB from the worker, more than its answer pipe holds
+// (1 MiB), which it writes while the campaign waits for the doorbell.
+TEST_F(Cli, EvalAnswersLargerThanTheWorkerPipeArriveWhole) {
+  fs::create_directories(dir_);
+  nlohmann::json boxes = nlohmann::json::array();
+  for (int i = 0; i < 500; ++i) boxes.push_back({i % 37, i % 23, i % 37 + 1 + i % 11, i % 23 + 1 + i % 13});
+  nlohmann::json file = {{"format", "detfuzz-case"}, {"format_version", 1}, {"op", "box_iou"},
+                         {"target", "aten"}, {"dtype", "fp32"}, {"device", "cpu"},
+                         {"input", {{"boxes1", boxes}, {"boxes2", boxes}}}, {"expect", {{"result", "pass"}}}};
+  std::ofstream(dir_ / "big.json") << file.dump();
+  Result kernel = detfuzz("eval " + dir() + "/big.json");
+  ASSERT_EQ(kernel.status, 0) << kernel.output.substr(0, 2000);
+  EXPECT_GT(kernel.output.size(), std::size_t{1} << 21);
+  nlohmann::json output = nlohmann::json::parse(kernel.output);
+  ASSERT_EQ(output["output"]["values"].size(), 250000u);
+  EXPECT_EQ(output["output"]["shape"], nlohmann::json::parse("[500, 500]"));
+  EXPECT_DOUBLE_EQ(output["output"]["values"][0].get<double>(), 1.0) << "a box with itself";
+  EXPECT_EQ(output["verdicts"].size(), 0u) << output["verdicts"].dump();
+}
+
 TEST_F(Cli, CorpusAddCanonicalizesValidCasesAndRejectsBrokenOnes) {
   fs::create_directories(dir_);
   nlohmann::json file = {{"format", "detfuzz-case"}, {"format_version", 1}, {"op", "nms"},
@@ -470,6 +490,9 @@ TEST_F(Cli, CrashingAndHangingKernelsBecomeMinimizedFindingsAndTheCampaignGoesOn
   ASSERT_EQ(by_kind.count("crash"), 1u) << json["findings"].dump(2);
   ASSERT_EQ(by_kind.count("hang"), 1u) << json["findings"].dump(2);
   EXPECT_EQ(by_kind["crash"]["property"], "SIGSEGV");
+  // Each death is pinned on the case that caused it (the answers before it came back first).
+  EXPECT_TRUE(by_kind["crash"]["reproducible"].get<bool>());
+  EXPECT_TRUE(by_kind["hang"]["reproducible"].get<bool>());
   EXPECT_GT(by_kind["crash"]["occurrences"].get<int>(), 1);
   EXPECT_EQ(by_kind["crash"]["input"]["boxes"], nlohmann::json::parse("[[0.0, 0.0, 7.0, 3.0]]"));
   EXPECT_EQ(by_kind["hang"]["input"]["boxes"], nlohmann::json::parse("[[0.0, 0.0, 5.0, 9.0]]"));
