@@ -13,10 +13,6 @@
 namespace detfuzz::compare {
 namespace {
 
-std::vector<std::int64_t> head(const std::vector<std::int64_t>& list, std::size_t count = 64) {
-  return {list.begin(), list.begin() + static_cast<std::ptrdiff_t>(std::min(count, list.size()))};
-}
-
 // Boxes a max_num cut may have removed: not kept, and scored no higher than the last kept
 // box (equal scores may fall on either side of the cut).
 std::vector<bool> cut_by_max_num(const BatchedNmsProblem& problem, const std::vector<std::int64_t>& keep) {
@@ -150,8 +146,8 @@ Judgement judge_batched_nms_output(const BatchedNmsProblem& problem, const std::
   }
   Verdict verdict{kind, property, message,
                   {{"decision", exact.trace},
-                   {"kernel_keep", head(keep)},
-                   {"oracle_keep", head(oracles::batched_nms(problem))},
+                   {"kernel_keep", first_indices(keep)},
+                   {"oracle_keep", first_indices(oracles::batched_nms(problem))},
                    {"kernel_kept", keep.size()},
                    {"boxes", problem.boxes.size()}}};
   judgement.verdicts.push_back(std::move(verdict));

@@ -85,11 +85,11 @@ bool same_class(const DecisionPolicy& policy, std::int64_t a, std::int64_t b) {
   return !policy.classes || (*policy.classes)[static_cast<std::size_t>(a)] == (*policy.classes)[static_cast<std::size_t>(b)];
 }
 
-std::vector<std::int64_t> head(const std::vector<std::int64_t>& list, std::size_t count = 64) {
-  return {list.begin(), list.begin() + static_cast<std::ptrdiff_t>(std::min(count, list.size()))};
-}
-
 }  // namespace
+
+std::vector<std::int64_t> first_indices(const std::vector<std::int64_t>& indices, std::size_t count) {
+  return {indices.begin(), indices.begin() + static_cast<std::ptrdiff_t>(std::min(count, indices.size()))};
+}
 
 Decision decide(const Box& kept, const Box& candidate, double threshold,
                 const DecisionPolicy& policy) {
@@ -204,7 +204,7 @@ ReplayResult replay_nms(const NmsProblem& problem, const std::vector<std::int64_
   result.order_only = !order_ok;
   if (!order_ok) {
     result.explanation = "the kept set is right but not in decreasing score order";
-    result.trace = {{"expected_order", head(visit)}, {"kernel_order", head(keep)}};
+    result.trace = {{"expected_order", first_indices(visit)}, {"kernel_order", first_indices(keep)}};
   }
   return result;
 }
@@ -259,8 +259,8 @@ Judgement judge_nms_output(const NmsProblem& problem, const HostTensor& output, 
   if (kind == FindingKind::overflow)
     verdict.message += " (consistent once out-of-range intermediates may go either way)";
   verdict.details = {{"decision", verdict_source.trace},
-                     {"kernel_keep", head(keep)},
-                     {"oracle_keep", head(oracles::nms(problem, convention).keep)},
+                     {"kernel_keep", first_indices(keep)},
+                     {"oracle_keep", first_indices(oracles::nms(problem, convention).keep)},
                      {"kernel_kept", keep.size()},
                      {"boxes", problem.boxes.size()}};
   judgement.verdicts.push_back(std::move(verdict));

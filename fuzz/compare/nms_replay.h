@@ -64,4 +64,8 @@ std::optional<Verdict> check_keep_indices(const HostTensor& keep, std::size_t bo
 Judgement judge_nms_output(const NmsProblem& problem, const HostTensor& output, DType dtype,
                            Device device, BoxConvention convention = BoxConvention::continuous);
 
+// The first `count` entries of a list of box indices (a keep list, a visiting order): what
+// a finding's details show of it.
+std::vector<std::int64_t> first_indices(const std::vector<std::int64_t>& indices, std::size_t count = 64);
+
 }  // namespace detfuzz::compare

@@ -124,6 +124,17 @@ TEST(NmsReplay, ZeroAreaDuplicatesMayGoEitherWay) {
   EXPECT_TRUE(judge(points, {0}).consistent());
 }
 
+TEST(NmsReplay, FindingDetailsShowTheFirst64IndicesInOrder) {
+  std::vector<std::int64_t> many(100);
+  for (std::size_t i = 0; i < many.size(); ++i) many[i] = static_cast<std::int64_t>(99 - i);
+  const auto shown = first_indices(many);
+  ASSERT_EQ(shown.size(), 64u);
+  EXPECT_EQ(shown.front(), 99);
+  EXPECT_EQ(shown.back(), 36);
+  EXPECT_EQ(first_indices({4, 2}), (std::vector<std::int64_t>{4, 2}));
+  EXPECT_TRUE(first_indices({}).empty());
+}
+
 }  // namespace
 }  // namespace detfuzz::compare
 
