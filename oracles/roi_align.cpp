@@ -146,11 +146,12 @@ Sample make_sample(const Tracked& y, const Tracked& x, std::int64_t height, std:
 }
 
 // How far the bilinear surface can move, per unit of position error along each axis, when
-// a kernel's sample position is off by up to the tier's error. While that error stays in
-// the sample's cell the surface is bilinear there: its slopes are bounded by the cell's own
-// differences (the four values at hand). Otherwise: the largest difference between
-// neighbouring pixels over every cell the position may reach (clamped rows and columns are
-// flat, so the window over the unclamped indices covers them).
+// a kernel's sample position is off by up to the tier's error: the largest difference
+// between neighbouring pixels over every cell the position may reach (the surface is
+// continuous and bilinear in each cell, whose slopes its own differences bound). Positions
+// clamp as the kernel clamps them (below 0 to row 0, past the last row to it: flat there),
+// so the reachable pixels run from floor(max(0, p - e)) to floor(max(0, p + e)) + 1, capped
+// at the edge. A position that stays in its cell needs only the four values at hand.
 bool within_cell(const Sample& s, int tier) {
   auto inside = [](double position, double error, int low) { return low <= position - error && position + error <= low + 1; };
   return inside(s.y, s.error_y[tier], s.y_low) && inside(s.x, s.error_x[tier], s.x_low);
@@ -162,18 +163,21 @@ inline void cell_slopes(double v00, double v01, double v10, double v11, double& 
   slope_y = std::max(std::fabs(v10 - v00), std::fabs(v11 - v01));
 }
 
+// The pixels [first, last] along one axis that positions within `error` of `position` read.
+inline void reachable(double position, double error, std::int64_t size, std::int64_t& first, std::int64_t& last) {
+  first = std::min(size - 1, static_cast<std::int64_t>(std::floor(std::max(0.0, position - error))));
+  last = std::min(size - 1, static_cast<std::int64_t>(std::floor(std::max(0.0, position + error))) + 1);
+}
+
 void position_slopes(const double* plane, std::int64_t height, std::int64_t width, const Sample& s, int tier,
                      const double (&v)[4], double& slope_x, double& slope_y) {
   if (within_cell(s, tier)) {
     cell_slopes(v[0], v[1], v[2], v[3], slope_x, slope_y);
     return;
   }
-  const double ey = s.error_y[tier], ex = s.error_x[tier];
-  const auto radius = static_cast<std::int64_t>(std::max(1.0, std::ceil(std::max(ey, ex))));
-  const std::int64_t r0 = std::max<std::int64_t>(0, s.y_low - radius);
-  const std::int64_t r1 = std::min<std::int64_t>(height - 1, s.y_high + radius);
-  const std::int64_t c0 = std::max<std::int64_t>(0, s.x_low - radius);
-  const std::int64_t c1 = std::min<std::int64_t>(width - 1, s.x_high + radius);
+  std::int64_t r0, r1, c0, c1;
+  reachable(s.y, s.error_y[tier], height, r0, r1);
+  reachable(s.x, s.error_x[tier], width, c0, c1);
   double sx = 0, sy = 0;
   for (std::int64_t row = r0; row <= r1; ++row) {
     const double* here = plane + row * width;

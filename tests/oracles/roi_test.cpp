@@ -215,6 +215,25 @@ TEST(RoiAlignOracle, PositionErrorsReachingTheNextCellTakeItsSlope) {
   EXPECT_LT(edge.strict.bound, 1e-9);
 }
 
+// A position error that leaves the cell reaches only the neighbour on its side: with the step
+// between columns 5 and 6, a sample just right of 4 (error ~4e-3 in fp16, into cell [3, 4])
+// reads flat cells only, one exactly on 5 reaches the step's cell.
+RoiAlignProblem step_beyond_sample(double feature_x) {
+  const double x = (feature_x + 0.5) / 0.999, y = 1.0 / 0.999;
+  std::vector<double> rows;
+  for (int row = 0; row < 2; ++row)
+    for (int col = 0; col < 8; ++col) rows.push_back(col >= 6 ? 1024 : 0);
+  return {map_of(1, 2, 8, rows), {{0, x, y, x, y}}, 0.999, 1, 1, 1, true};
+}
+
+TEST(RoiAlignOracle, PositionErrorsReachOnlyTheCellsOnTheirSide) {
+  const auto left_crossing = roi_align(step_beyond_sample(4.0005), DType::fp16).at(0);
+  const auto on_the_line = roi_align(step_beyond_sample(5.0), DType::fp16).at(0);
+  EXPECT_EQ(left_crossing.value, 0.0);
+  EXPECT_LT(left_crossing.storage.bound, 1e-9);
+  EXPECT_GT(on_the_line.storage.bound, 1.0);
+}
+
 TEST(RoiAlignOracle, EmptyRoiListGivesNoElements) {
   RoiAlignProblem p{map_of(1, 2, 2, {1, 2, 3, 4}), {}, 1.0, 2, 2, 2, true};
   EXPECT_TRUE(roi_align(p, DType::fp32).empty());
