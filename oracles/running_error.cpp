@@ -9,16 +9,6 @@ namespace {
 constexpr std::size_t kFp64 = 3;
 constexpr std::size_t kFormats = kFloatDTypes.size();
 
-// float_format per index, looked up once: these loops run for every oracle intermediate.
-const std::array<const FloatFormat*, kFormats>& formats() {
-  static const std::array<const FloatFormat*, kFormats> table = [] {
-    std::array<const FloatFormat*, kFormats> t{};
-    for (std::size_t f = 0; f < kFormats; ++f) t[f] = &float_format(kFloatDTypes[f]);
-    return t;
-  }();
-  return table;
-}
-
 }  // namespace
 
 double sum_rounding_error(double a, double b) {
@@ -49,7 +39,7 @@ OracleValue ErrorTracker::result(const Tracked& value, bool undefined) const {
 void ErrorTracker::note_range(double value) {
   double magnitude = std::fabs(value);
   for (std::size_t f = 0; f < kFormats; ++f) {
-    const FloatFormat& format = *formats()[f];
+    const FloatFormat& format = kFloatFormats[f];
     if (!std::isfinite(value) || magnitude > format.max_finite ||
         (magnitude != 0 && magnitude < format.min_normal))
       in_range_[f] = false;
@@ -64,13 +54,15 @@ Tracked ErrorTracker::rounded(double value, double residual,
   // Narrower formats can only be exact where double was: a rounded double says nothing
   // about representability of the true value.
   bool exact_in_double = residual == 0 && propagated[kFp64] == 0;
+  std::array<bool, kFormats> holds{};
+  if (exact_in_double) holds = representable_in_float_dtypes(value);
   for (std::size_t f = 0; f < kFormats; ++f) {
-    bool exact = exact_in_double && propagated[f] == 0 && representable(kFloatDTypes[f], value);
-    result.error[f] = exact ? 0.0 : propagated[f] + formats()[f]->unit_roundoff * std::fabs(value);
+    bool exact = exact_in_double && propagated[f] == 0 && holds[f];
+    result.error[f] = exact ? 0.0 : propagated[f] + kFloatFormats[f].unit_roundoff * std::fabs(value);
     // Below the normal range a rounding loses up to half the subnormal spacing, whatever
     // the value: that is how a product of small numbers flushes to 0.
-    if (!exact && std::fabs(value) < formats()[f]->min_normal)
-      result.error[f] += std::ldexp(1.0, formats()[f]->min_normal_exponent - formats()[f]->precision_bits);
+    if (!exact && std::fabs(value) < kFloatFormats[f].min_normal)
+      result.error[f] += std::ldexp(1.0, kFloatFormats[f].min_normal_exponent - kFloatFormats[f].precision_bits);
   }
   return result;
 }
@@ -79,15 +71,16 @@ Tracked ErrorTracker::input(double value) {
   note_range(value);
   Tracked result;
   result.value = value;
-  for (std::size_t f = 0; f < kFloatDTypes.size(); ++f)
-    result.error[f] = representable(kFloatDTypes[f], value) ? 0.0 : half_ulp(kFloatDTypes[f], value);
+  const std::array<bool, kFormats> holds = representable_in_float_dtypes(value);
+  for (std::size_t f = 0; f < kFormats; ++f)
+    result.error[f] = holds[f] ? 0.0 : half_ulp(kFloatDTypes[f], value);
   return result;
 }
 
 Tracked ErrorTracker::derived(double value, const std::array<bool, kFormats>& exact) {
   Tracked result = input(value);
   for (std::size_t f = 0; f < kFormats; ++f)
-    if (!exact[f]) result.error[f] = std::max(result.error[f], formats()[f]->unit_roundoff * std::fabs(value));
+    if (!exact[f]) result.error[f] = std::max(result.error[f], kFloatFormats[f].unit_roundoff * std::fabs(value));
   return result;
 }
 
@@ -129,7 +122,7 @@ Tracked ErrorTracker::transcendental(double value, bool exact,
   for (std::size_t f = 0; f < kFormats; ++f)
     result.error[f] = exact && propagated[f] == 0
                           ? 0.0
-                          : propagated[f] + 2 * kTranscendentalUlps * formats()[f]->unit_roundoff * std::fabs(value);
+                          : propagated[f] + 2 * kTranscendentalUlps * kFloatFormats[f].unit_roundoff * std::fabs(value);
   return result;
 }
 
@@ -145,7 +138,7 @@ Tracked ErrorTracker::reduction_sum(const std::vector<Tracked>& terms) {
   if (terms.size() > 2)
     for (std::size_t f = 0; f < kFormats; ++f)
       total.error[f] = std::max(total.error[f], propagated[f] + static_cast<double>(terms.size() - 1) *
-                                                                    formats()[f]->unit_roundoff * magnitude);
+                                                                    kFloatFormats[f].unit_roundoff * magnitude);
   return total;
 }
 

@@ -27,21 +27,6 @@ constexpr std::array<DTypeInfo, 8> kDTypeTable = {{
     {DType::boolean, "bool", {"boolean", "", ""}},
 }};
 
-FloatFormat make_format(int precision_bits, int min_normal_exponent, int max_exponent) {
-  FloatFormat format{};
-  format.precision_bits = precision_bits;
-  format.min_normal_exponent = min_normal_exponent;
-  format.max_finite = std::ldexp(2.0 - std::ldexp(1.0, 1 - precision_bits), max_exponent);
-  format.min_normal = std::ldexp(1.0, min_normal_exponent);
-  format.unit_roundoff = std::ldexp(1.0, -precision_bits);
-  return format;
-}
-
-const FloatFormat kFp16 = make_format(11, -14, 15);
-const FloatFormat kBf16 = make_format(8, -126, 127);
-const FloatFormat kFp32 = make_format(24, -126, 127);
-const FloatFormat kFp64 = make_format(53, -1022, 1023);
-
 // Exponent of the spacing of representable numbers around |value| (value finite).
 int spacing_exponent(const FloatFormat& format, double value) {
   int exponent = value == 0.0 ? format.min_normal_exponent : std::ilogb(value);
@@ -85,10 +70,10 @@ bool is_floating(DType dtype) {
 
 const FloatFormat& float_format(DType dtype) {
   switch (dtype) {
-    case DType::fp16: return kFp16;
-    case DType::bf16: return kBf16;
-    case DType::fp32: return kFp32;
-    case DType::fp64: return kFp64;
+    case DType::fp16: return kFloatFormats[0];
+    case DType::bf16: return kFloatFormats[1];
+    case DType::fp32: return kFloatFormats[2];
+    case DType::fp64: return kFloatFormats[3];
     default:
       throw Error(ErrorKind::internal,
                   "float_format: expected a floating dtype, got " + std::string(dtype_name(dtype)));
@@ -111,22 +96,47 @@ double round_to(DType dtype, double value) {
   return rounded;
 }
 
-bool representable(DType dtype, double value) {
-  if (dtype == DType::fp64 || !std::isfinite(value) || value == 0.0) return true;
-  const FloatFormat& format = float_format(dtype);
-  if (std::fabs(value) > format.max_finite) return false;
-  // The oracles ask this for every intermediate, so read the bits instead of rounding:
-  // value = significand * 2^exponent with a 53-bit integer significand, and it is
-  // representable iff it is a multiple of the format's spacing at its magnitude.
+namespace {
+
+// The exponent of the last set bit of a finite nonzero double that is not subnormal, and
+// the exponent of its leading bit; such a value is representable in a format iff its last
+// bit is no finer than the format's spacing at its magnitude.
+struct Bits {
+  int last_bit, magnitude;
+};
+
+std::optional<Bits> normal_bits(double value) {
   std::uint64_t bits;
   std::memcpy(&bits, &value, sizeof bits);
   const int biased = static_cast<int>((bits >> 52) & 0x7ff);
-  if (biased == 0) return round_to(dtype, value) == value;  // double subnormal: rare path
+  if (biased == 0) return std::nullopt;
   const std::uint64_t significand = (bits & ((std::uint64_t{1} << 52) - 1)) | (std::uint64_t{1} << 52);
-  const int exponent = biased - 1075;  // of the significand's last bit
-  const int magnitude = biased - 1023;
-  const int spacing = std::max(magnitude, format.min_normal_exponent) - (format.precision_bits - 1);
-  return exponent + __builtin_ctzll(significand) >= spacing;
+  return Bits{biased - 1075 + __builtin_ctzll(significand), biased - 1023};
+}
+
+bool fits(const FloatFormat& format, const Bits& bits, double magnitude) {
+  return magnitude <= format.max_finite &&
+         bits.last_bit >= std::max(bits.magnitude, format.min_normal_exponent) - (format.precision_bits - 1);
+}
+
+}  // namespace
+
+bool representable(DType dtype, double value) {
+  if (dtype == DType::fp64 || !std::isfinite(value) || value == 0.0) return true;
+  const FloatFormat& format = float_format(dtype);
+  // The oracles ask this for every intermediate, so read the bits instead of rounding.
+  const auto bits = normal_bits(value);
+  if (!bits) return round_to(dtype, value) == value;  // double subnormal: rare path
+  return fits(format, *bits, std::fabs(value));
+}
+
+std::array<bool, kFloatDTypes.size()> representable_in_float_dtypes(double value) {
+  std::array<bool, kFloatDTypes.size()> result;
+  const auto bits = std::isfinite(value) && value != 0.0 ? normal_bits(value) : std::nullopt;
+  for (std::size_t f = 0; f < result.size(); ++f)
+    result[f] = bits && kFloatDTypes[f] != DType::fp64 ? fits(kFloatFormats[f], *bits, std::fabs(value))
+                                                       : representable(kFloatDTypes[f], value);
+  return result;
 }
 
 double ulp(DType dtype, double value) {

@@ -26,6 +26,16 @@ struct FloatFormat {
   double unit_roundoff;   // 2^-precision_bits: the relative error bound of one rounding
 };
 
+// The formats of kFloatDTypes, in its order: precision bits, min normal exponent,
+// (2 - 2^(1 - precision)) * 2^max exponent, 2^min normal exponent, 2^-precision.
+// Constants, so hot loops read them without a call.
+inline constexpr std::array<FloatFormat, kFloatDTypes.size()> kFloatFormats = {{
+    {11, -14, 65504.0, 0x1p-14, 0x1p-11},
+    {8, -126, 0x1.fep127, 0x1p-126, 0x1p-8},
+    {24, -126, 0x1.fffffep127, 0x1p-126, 0x1p-24},
+    {53, -1022, 0x1.fffffffffffffp1023, 0x1p-1022, 0x1p-53},
+}};
+
 std::string_view dtype_name(DType dtype);
 // Accepts the names dtype_name prints plus the usual aliases (half, float16, float, ...).
 std::optional<DType> parse_dtype(std::string_view name);
@@ -42,6 +52,9 @@ DType accumulate_type(DType dtype);
 // and fp16 avoid double rounding.
 double round_to(DType dtype, double value);
 bool representable(DType dtype, double value);
+// representable() in each of kFloatDTypes at once: the value's bits read once (the error
+// tracker asks this for every intermediate of every oracle).
+std::array<bool, kFloatDTypes.size()> representable_in_float_dtypes(double value);
 // Distance from |value| to the next representable magnitude away from zero, in `dtype`.
 double ulp(DType dtype, double value);
 double half_ulp(DType dtype, double value);

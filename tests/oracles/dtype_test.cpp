@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "model/dtype.h"
 #include "model/error.h"
@@ -32,11 +33,18 @@ TEST(DType, AccumulateTypeFollowsPyTorchConvention) {
   EXPECT_EQ(accumulate_type(DType::fp64), DType::fp64);
 }
 
-TEST(DType, Fp16RangeConstantsAreIeeeBinary16) {
+TEST(DType, FormatConstantsAreIeee) {
   EXPECT_EQ(float_format(DType::fp16).max_finite, 65504.0);
   EXPECT_EQ(float_format(DType::fp16).min_normal, std::ldexp(1.0, -14));
   EXPECT_EQ(float_format(DType::bf16).max_finite, std::ldexp(255.0, 120));
   EXPECT_EQ(float_format(DType::fp32).max_finite, static_cast<double>(std::numeric_limits<float>::max()));
+  EXPECT_EQ(float_format(DType::fp64).max_finite, std::numeric_limits<double>::max());
+  EXPECT_EQ(float_format(DType::fp32).min_normal, static_cast<double>(std::numeric_limits<float>::min()));
+  EXPECT_EQ(float_format(DType::fp64).min_normal, std::numeric_limits<double>::min());
+  EXPECT_EQ(float_format(DType::fp32).unit_roundoff, std::numeric_limits<float>::epsilon() / 2);
+  EXPECT_EQ(float_format(DType::fp64).unit_roundoff, std::numeric_limits<double>::epsilon() / 2);
+  EXPECT_EQ(float_format(DType::bf16).unit_roundoff, std::ldexp(1.0, -8));
+  EXPECT_EQ(float_format(DType::fp16).unit_roundoff, std::ldexp(1.0, -11));
 }
 
 TEST(DType, Fp16RoundsHalfToEven) {
@@ -112,6 +120,29 @@ TEST(DType, RepresentableAgreesWithRoundingTrip) {
     }
     for (double value : {std::ldexp(1.0, -24), std::ldexp(3.0, -26), std::ldexp(1.0, -133), 65504.0, 65505.0})
       EXPECT_EQ(representable(dtype, value), round_to(dtype, value) == value) << dtype_name(dtype) << " " << value;
+  }
+}
+
+// The all-formats-at-once version the error tracker uses says what representable() says,
+// format by format, on every kind of value (double subnormals, infinities and NaN too).
+TEST(DType, RepresentableInEveryFormatAtOnceAgreesFormatByFormat) {
+  std::uint64_t state = 777;
+  auto next = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return state >> 11;
+  };
+  std::vector<double> values = {0.0, -0.0, 1.0, 65504.0, 65505.0, 0x1p-1074, 0x1p-1022, 0x1.8p-1060,
+                                std::numeric_limits<double>::max(), std::numeric_limits<double>::infinity(),
+                                -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()};
+  for (int i = 0; i < 100000; ++i) {
+    const double base = std::ldexp(static_cast<double>(next() % 65536), static_cast<int>(next() % 400) - 200);
+    for (DType dtype : kFloatDTypes) values.push_back(round_to(dtype, base));
+    values.push_back(-base);
+  }
+  for (double value : values) {
+    const auto all = representable_in_float_dtypes(value);
+    for (std::size_t f = 0; f < kFloatDTypes.size(); ++f)
+      ASSERT_EQ(all[f], representable(kFloatDTypes[f], value)) << dtype_name(kFloatDTypes[f]) << " " << value;
   }
 }
 
