@@ -14,16 +14,19 @@ IouTerms iou_terms(const Box& a, const Box& b, BoxConvention convention) {
   ErrorTracker t;
   const bool legacy = convention == BoxConvention::legacy_plus_one;
   const Tracked one = t.input(1.0);
-  auto extent = [&](double lo, double hi) {
-    Tracked width = t.sub(t.input(hi), t.input(lo));
+  // Each coordinate enters once: the extents and the overlaps read the same inputs.
+  const Tracked ax1 = t.input(a.x1), ay1 = t.input(a.y1), ax2 = t.input(a.x2), ay2 = t.input(a.y2);
+  const Tracked bx1 = t.input(b.x1), by1 = t.input(b.y1), bx2 = t.input(b.x2), by2 = t.input(b.y2);
+  auto extent = [&](const Tracked& lo, const Tracked& hi) {
+    Tracked width = t.sub(hi, lo);
     return legacy ? t.add(width, one) : width;
   };
-  const Tracked area_a = t.mul(extent(a.x1, a.x2), extent(a.y1, a.y2));
-  const Tracked area_b = t.mul(extent(b.x1, b.x2), extent(b.y1, b.y2));
+  const Tracked area_a = t.mul(extent(ax1, ax2), extent(ay1, ay2));
+  const Tracked area_b = t.mul(extent(bx1, bx2), extent(by1, by2));
 
-  auto overlap = [&](double lo_a, double hi_a, double lo_b, double hi_b) {
-    Tracked lo = t.max(t.input(lo_a), t.input(lo_b));
-    Tracked hi = t.min(t.input(hi_a), t.input(hi_b));
+  auto overlap = [&](const Tracked& lo_a, const Tracked& hi_a, const Tracked& lo_b, const Tracked& hi_b) {
+    Tracked lo = t.max(lo_a, lo_b);
+    Tracked hi = t.min(hi_a, hi_b);
     Tracked width = t.sub(hi, lo);
     if (legacy) width = t.add(width, one);
     if (width.value < 0) {
@@ -35,8 +38,7 @@ IouTerms iou_terms(const Box& a, const Box& b, BoxConvention convention) {
     }
     return width;
   };
-  const Tracked inter =
-      t.mul(overlap(a.x1, a.x2, b.x1, b.x2), overlap(a.y1, a.y2, b.y1, b.y2));
+  const Tracked inter = t.mul(overlap(ax1, ax2, bx1, bx2), overlap(ay1, ay2, by1, by2));
   const Tracked union_area = t.sub(t.add(area_a, area_b), inter);
 
   IouTerms terms;
