@@ -208,6 +208,9 @@ struct ElementContext {
   int fp64_slot = 0;
   double unit_roundoff[3]{};
   double smallest_normal = 0;  // the largest min_normal among those formats
+  // 1 when both tiers are one format (fp32 and fp64 storage): the second is then the first,
+  // and the closed form computes it once.
+  int distinct_tiers = kTiers;
 };
 
 ElementContext element_context(const FeatureMap& map, const Tiers& tiers, const Tracked& count) {
@@ -223,6 +226,7 @@ ElementContext element_context(const FeatureMap& map, const Tiers& tiers, const 
   };
   for (int tier = 0; tier < kTiers; ++tier) c.slot_of_tier[tier] = slot(tiers.format[tier]);
   c.fp64_slot = slot(tiers.fp64);
+  if (tiers.format[0] == tiers.format[1]) c.distinct_tiers = 1;
   return c;
 }
 
@@ -350,7 +354,7 @@ class ClosedFormBin {
         for (std::size_t c = 0; c < n; ++c)
           into[c] = std::fabs(v0[c]) * e0 + std::fabs(v1[c]) * e1 + std::fabs(v2[c]) * e2 + std::fabs(v3[c]) * e3;
       }
-      for (int tier = 0; tier < kTiers; ++tier) {
+      for (int tier = 0; tier < ctx.distinct_tiers; ++tier) {
         if (!within_cell(*s, tier)) {
           window_slopes(ctx, base, plane_size, *s, tier);
           continue;
@@ -363,7 +367,7 @@ class ClosedFormBin {
           extra[c] += slope_x * error_x + slope_y * error_y;
         }
       }
-      for (int tier = 0; tier < kTiers; ++tier) {
+      for (int tier = 0; tier < ctx.distinct_tiers; ++tier) {
         if (!s->ambiguous[tier]) continue;
         const double sign = s->inside ? -1.0 : 1.0;
         const double u = ctx.unit_roundoff[ctx.slot_of_tier[tier]] + ctx.unit_roundoff[ctx.fp64_slot];
@@ -509,7 +513,7 @@ class ClosedFormBin {
           const DType format = kFloatDTypes[ctx.format_index[f]];
           error[f] = representable(format, v) ? 0.0 : std::fabs(s.weight[k].value) * half_ulp(format, v);
         }
-        for (int tier = 0; tier < kTiers; ++tier)
+        for (int tier = 0; tier < ctx.distinct_tiers; ++tier)
           if (s.ambiguous[tier]) extra_[tier][c] += kSafety * (error[ctx.slot_of_tier[tier]] + error[ctx.fp64_slot]);
         if (s.inside)
           for (int f = 0; f < slots; ++f) propagated_[f][c] += error[f];
@@ -541,11 +545,12 @@ class ClosedFormBin {
                    ctx.unit_roundoff[f] * magnitude;
       }
       r.value = average;
-      for (int tier = 0; tier < kTiers; ++tier) {
+      for (int tier = 0; tier < ctx.distinct_tiers; ++tier) {
         r.tier[tier].low = (sum_[c] + flip_low_[tier][c]) / count;
         r.tier[tier].high = (sum_[c] + flip_high_[tier][c]) / count;
         r.tier[tier].bound = kSafety * (error[ctx.slot_of_tier[tier]] + error[ctx.fp64_slot]) + extra_[tier][c] / count;
       }
+      if (ctx.distinct_tiers == 1) r.tier[1] = r.tier[0];
       r.range_ok = poison_[c] == 0 && std::max(largest_[c], magnitude) <= ctx.strict.max_finite && !std::isnan(average);
     }
   }
