@@ -98,7 +98,8 @@ std::string tail_of_file(const std::string& path, std::size_t max_lines = 12) {
 // context switch that, on 2 cores, preempts a worker (a flush per case measured 17-19 us,
 // 5-6% of a worker's time). We sleep on a second pipe, the doorbell, which the worker rings
 // once a message's answers are all out (or before its answers could fill the answer pipe),
-// and read whatever answers are there then. The doorbell's end of file is the worker's death.
+// and read whatever answers are there then. A dead worker's doorbell wakes us too (end of
+// file); the answer pipe's end then says it is gone, after every answer it wrote is taken.
 class Worker {
  public:
   // The answer pipe: a batch's answers wait there until the doorbell rings.
@@ -220,8 +221,8 @@ class Worker {
 
   void write_ahead(const std::string& lines) {
     // The messages about to be sent (a batch of cases is one), one per line, on disk before
-    // they run: what a person finds after the whole campaign died. Replaced atomically, as scratch: this runs for every
-    // batch and every minimization step.
+    // they run: what a person finds after the whole campaign died. Replaced atomically, as
+    // scratch: this runs for every batch and every minimization step.
     corpus::write_file_atomically(inflight_path_, lines, corpus::WriteMode::scratch);
   }
 
@@ -642,19 +643,18 @@ int serve_worker(const Registry& registry, int doorbell_fd) {
       send({{"error", e.what()}});
     }
   };
-  for (std::string line; std::getline(std::cin, line);) {
+  // Every answer to one message.
+  auto handle = [&](const std::string& line) {
     nlohmann::json request;
     try {
       request = nlohmann::json::parse(line);
     } catch (const std::exception& e) {
       send({{"error", e.what()}});
-      ring();
-      continue;
+      return;
     }
     if (!request.is_object() || request.value("cmd", "") != "runs") {
       reply_with([&] { return answer(registry, request); });
-      ring();
-      continue;
+      return;
     }
     // A batch: one "run" per case, the cell's fields shared.
     const nlohmann::json cases = request.value("cases", nlohmann::json::array());
@@ -666,6 +666,9 @@ int serve_worker(const Registry& registry, int doorbell_fd) {
         request["generator_size"] = one.at(1);
         return answer(registry, request);
       });
+  };
+  for (std::string line; std::getline(std::cin, line);) {
+    handle(line);
     ring();
   }
   return 0;
