@@ -339,6 +339,13 @@ class ClosedFormBin {
     for (const Sample* s = begin; s != end; ++s) {
       if (!s->counted) continue;
       gather(base, plane_size, *s);
+      if (plain(ctx, *s)) {
+        if (ctx.distinct_tiers == 1)
+          add_plain_sample<kStorage, 1>(ctx, *s);
+        else
+          add_plain_sample<kStorage, kTiers>(ctx, *s);
+        continue;
+      }
       // Declared after the gather: nothing writes the gathered pixels while these read them.
       const double* __restrict v0 = &gathered_[0];
       const double* __restrict v1 = &gathered_[n];
@@ -394,6 +401,91 @@ class ClosedFormBin {
   }
 
  private:
+  // Most samples are counted by fp64, unambiguous and keep their cell in every tier: one
+  // pass over the channels does all of what the general steps below do for them.
+  static bool plain(const ElementContext& ctx, const Sample& s) {
+    if (!s.inside) return false;
+    for (int tier = 0; tier < ctx.distinct_tiers; ++tier)
+      if (s.ambiguous[tier] || !within_cell(s, tier)) return false;
+    return true;
+  }
+
+  // A plain sample, fused: term_steps, the propagated errors, the cell slopes and add_term
+  // in one loop, the same expressions in the same order (so the same bits), without the
+  // per-sample arrays between them.
+  template <DType kStorage, int kDistinctTiers>
+  void add_plain_sample(const ElementContext& ctx, const Sample& s) {
+    constexpr int slots = kSlots<kStorage>;
+    const std::size_t n = channels_;
+    const double inf = std::numeric_limits<double>::infinity();
+    const double* __restrict v0 = &gathered_[0];
+    const double* __restrict v1 = &gathered_[n];
+    const double* __restrict v2 = &gathered_[2 * n];
+    const double* __restrict v3 = &gathered_[3 * n];
+    double* __restrict sum = sum_.data();
+    double* __restrict rounding = rounding_.data();
+    double* __restrict largest = largest_.data();
+    double* __restrict smallest = smallest_.data();
+    double* __restrict poison = poison_.data();
+    double* __restrict inexact = inexact_.data();
+    float* __restrict sum_fp32 = sum_fp32_.data();
+    double* __restrict propagated[3] = {propagated_[0].data(), propagated_[1].data(), propagated_[2].data()};
+    double* __restrict extra[kTiers] = {extra_[0].data(), extra_[1].data()};
+    const double w0 = s.weight[0].value, w1 = s.weight[1].value, w2 = s.weight[2].value, w3 = s.weight[3].value;
+    const float f0 = s.weight_fp32[0], f1 = s.weight_fp32[1], f2 = s.weight_fp32[2], f3 = s.weight_fp32[3];
+    double weight_error[3][4];
+    for (int f = 0; f < slots; ++f)
+      for (int k = 0; k < 4; ++k) weight_error[f][k] = s.weight[k].error[ctx.format_index[f]];
+    double error_x[kTiers], error_y[kTiers];
+    for (int tier = 0; tier < kDistinctTiers; ++tier) {
+      error_x[tier] = s.error_x[tier];
+      error_y[tier] = s.error_y[tier];
+    }
+    const double zero_product0 = w0 != 0 ? 0.0 : inf, zero_product1 = w1 != 0 ? 0.0 : inf,
+                 zero_product2 = w2 != 0 ? 0.0 : inf, zero_product3 = w3 != 0 ? 0.0 : inf;
+    double any_inexact = 0;
+    for (std::size_t c = 0; c < n; ++c) {
+      const double a = v0[c], b = v1[c], d = v2[c], e = v3[c];
+      const double not_held = storage_holds<kStorage>(a) & storage_holds<kStorage>(b) & storage_holds<kStorage>(d) &
+                                      storage_holds<kStorage>(e)
+                                  ? 0.0
+                                  : 1.0;
+      inexact[c] = not_held;
+      any_inexact = std::max(any_inexact, not_held);
+      const double p0 = w0 * a, p1 = w1 * b, p2 = w2 * d, p3 = w3 * e;
+      const double partial1 = p0 + p1, partial2 = partial1 + p2, t = partial2 + p3;
+      const double ma = std::fabs(a), mb = std::fabs(b), md = std::fabs(d), me = std::fabs(e);
+      const double m0 = std::fabs(p0), m1 = std::fabs(p1), m2 = std::fabs(p2), m3 = std::fabs(p3);
+      const double mp1 = std::fabs(partial1), mp2 = std::fabs(partial2), mt = std::fabs(t);
+      const double top = std::max(std::max(std::max(ma, mb), std::max(md, me)),
+                                  std::max(std::max(std::max(m0, m1), std::max(m2, m3)), std::max(std::max(mp1, mp2), mt)));
+      const double n0 = m0 != 0 ? m0 : (a != 0 ? zero_product0 : inf);
+      const double n1 = m1 != 0 ? m1 : (b != 0 ? zero_product1 : inf);
+      const double n2 = m2 != 0 ? m2 : (d != 0 ? zero_product2 : inf);
+      const double n3 = m3 != 0 ? m3 : (e != 0 ? zero_product3 : inf);
+      const double bottom = std::min(std::min(std::min(nonzero(ma), nonzero(mb)), std::min(nonzero(md), nonzero(me))),
+                                     std::min(std::min(std::min(n0, n1), std::min(n2, n3)),
+                                              std::min(std::min(nonzero(mp1), nonzero(mp2)), nonzero(mt))));
+      const double term_rounding = m0 + m1 + m2 + m3 + mp1 + mp2 + mt;
+      double slope_x, slope_y;
+      cell_slopes(a, b, d, e, slope_x, slope_y);
+      for (int tier = 0; tier < kDistinctTiers; ++tier) extra[tier][c] += slope_x * error_x[tier] + slope_y * error_y[tier];
+      const double total = sum[c] + t;
+      sum[c] = total;
+      const double magnitude = std::fabs(total);
+      largest[c] = std::max(std::max(largest[c], top), magnitude);
+      poison[c] = poison[c] + top * 0.0 + magnitude * 0.0;
+      smallest[c] = std::min(std::min(smallest[c], bottom), nonzero(magnitude));
+      rounding[c] += term_rounding + magnitude;
+      sum_fp32[c] += f0 * static_cast<float>(a) + f1 * static_cast<float>(b) + f2 * static_cast<float>(d) +
+                     f3 * static_cast<float>(e);
+      for (int f = 0; f < slots; ++f)
+        propagated[f][c] += ma * weight_error[f][0] + mb * weight_error[f][1] + md * weight_error[f][2] +
+                            me * weight_error[f][3];
+    }
+    if (any_inexact != 0) input_errors<kStorage>(ctx, s);
+  }
+
   // Each sample's term per channel: its value, the magnitudes of its steps, and what the
   // range checks and the routing to the tracker need.
   template <DType kStorage>
