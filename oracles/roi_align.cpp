@@ -169,24 +169,39 @@ inline void reachable(double position, double error, std::int64_t size, std::int
   last = std::min(size - 1, static_cast<std::int64_t>(std::floor(std::max(0.0, position + error))) + 1);
 }
 
-void position_slopes(const double* plane, std::int64_t height, std::int64_t width, const Sample& s, int tier,
-                     const double (&v)[4], double& slope_x, double& slope_y) {
-  if (within_cell(s, tier)) {
-    cell_slopes(v[0], v[1], v[2], v[3], slope_x, slope_y);
-    return;
-  }
-  std::int64_t r0, r1, c0, c1;
-  reachable(s.y, s.error_y[tier], height, r0, r1);
-  reachable(s.x, s.error_x[tier], width, c0, c1);
+// The pixels a position error that leaves its cell may read: rows first_row..last_row,
+// columns first_column..last_column. The same for every channel.
+struct SlopeWindow {
+  std::int64_t first_row, last_row, first_column, last_column;
+};
+
+SlopeWindow slope_window(const Sample& s, int tier, std::int64_t height, std::int64_t width) {
+  SlopeWindow w{};
+  reachable(s.y, s.error_y[tier], height, w.first_row, w.last_row);
+  reachable(s.x, s.error_x[tier], width, w.first_column, w.last_column);
+  return w;
+}
+
+void window_slopes(const double* plane, std::int64_t width, const SlopeWindow& w, double& slope_x, double& slope_y) {
   double sx = 0, sy = 0;
-  for (std::int64_t row = r0; row <= r1; ++row) {
+  for (std::int64_t row = w.first_row; row <= w.last_row; ++row) {
     const double* here = plane + row * width;
-    for (std::int64_t col = c0; col < c1; ++col) sx = std::max(sx, std::fabs(here[col + 1] - here[col]));
-    if (row < r1)
-      for (std::int64_t col = c0; col <= c1; ++col) sy = std::max(sy, std::fabs(here[col + width] - here[col]));
+    for (std::int64_t col = w.first_column; col < w.last_column; ++col)
+      sx = std::max(sx, std::fabs(here[col + 1] - here[col]));
+    if (row < w.last_row)
+      for (std::int64_t col = w.first_column; col <= w.last_column; ++col)
+        sy = std::max(sy, std::fabs(here[col + width] - here[col]));
   }
   slope_x = sx;
   slope_y = sy;
+}
+
+void position_slopes(const double* plane, std::int64_t height, std::int64_t width, const Sample& s, int tier,
+                     const double (&v)[4], double& slope_x, double& slope_y) {
+  if (within_cell(s, tier))
+    cell_slopes(v[0], v[1], v[2], v[3], slope_x, slope_y);
+  else
+    window_slopes(plane, width, slope_window(s, tier, height, width), slope_x, slope_y);
 }
 
 struct ElementResult {
@@ -313,7 +328,6 @@ class ClosedFormBin {
       term_propagated_[f].resize(channels);
     }
     sum_fp32_.resize(channels);
-    gathered_.resize(4 * channels);
   }
 
   // Elements (c, bin) for every channel c into results[c * bins + bin]; `base`: channel 0's
@@ -336,21 +350,24 @@ class ClosedFormBin {
     double* term = term_.data();
     double* term_rounding = term_rounding_.data();
     float* __restrict sum_fp32 = sum_fp32_.data();
+    transpose_window(base, plane_size, ctx.map.width, begin, end);
+    const bool clean_window = inspect_window<kStorage>(ctx, static_cast<std::size_t>(end - begin));
     for (const Sample* s = begin; s != end; ++s) {
       if (!s->counted) continue;
-      gather(base, plane_size, *s);
+      locate(*s);
       if (plain(ctx, *s)) {
+        const bool clean = clean_window && products_normal(ctx, *s);
         if (ctx.distinct_tiers == 1)
-          add_plain_sample<kStorage, 1>(ctx, *s);
+          clean ? add_plain_sample<kStorage, 1, true>(ctx, *s) : add_plain_sample<kStorage, 1, false>(ctx, *s);
         else
-          add_plain_sample<kStorage, kTiers>(ctx, *s);
+          clean ? add_plain_sample<kStorage, kTiers, true>(ctx, *s) : add_plain_sample<kStorage, kTiers, false>(ctx, *s);
         continue;
       }
-      // Declared after the gather: nothing writes the gathered pixels while these read them.
-      const double* __restrict v0 = &gathered_[0];
-      const double* __restrict v1 = &gathered_[n];
-      const double* __restrict v2 = &gathered_[2 * n];
-      const double* __restrict v3 = &gathered_[3 * n];
+      // Nothing writes the window while these read it.
+      const double* __restrict v0 = pixels_[0];
+      const double* __restrict v1 = pixels_[1];
+      const double* __restrict v2 = pixels_[2];
+      const double* __restrict v3 = pixels_[3];
       const double w0 = s->weight[0].value, w1 = s->weight[1].value, w2 = s->weight[2].value, w3 = s->weight[3].value;
       term_steps<kStorage>(n, v0, v1, v2, v3, w0, w1, w2, w3, inexact_.data(), term, term_rounding, largest, smallest, poison);
       for (int f = 0; f < slots; ++f) {
@@ -363,7 +380,7 @@ class ClosedFormBin {
       }
       for (int tier = 0; tier < ctx.distinct_tiers; ++tier) {
         if (!within_cell(*s, tier)) {
-          window_slopes(ctx, base, plane_size, *s, tier);
+          add_window_slopes(ctx, base, plane_size, *s, tier);
           continue;
         }
         const double error_x = s->error_x[tier], error_y = s->error_y[tier];
@@ -410,80 +427,143 @@ class ClosedFormBin {
     return true;
   }
 
-  // A plain sample, fused: term_steps, the propagated errors, the cell slopes and add_term
-  // in one loop, the same expressions in the same order (so the same bits), without the
-  // per-sample arrays between them.
-  template <DType kStorage, int kDistinctTiers>
+  // Whether the window's pixels spare the plain samples the per-channel checks of term_steps:
+  // all finite and held by the storage dtype (no input errors), small enough that no step
+  // of the bin (at most per_bin terms of magnitude <= max |pixel|, weights in [0, 1]) nor
+  // the sum of their magnitudes can leave the strict format's range, and no smaller than
+  // the smallest normal of a tracked format (so only a cancelling sum can be subnormal,
+  // which the clean loop still watches; products_normal checks the weights' side).
+  template <DType kStorage>
+  bool inspect_window(const ElementContext& ctx, std::size_t per_bin) {
+    const double inf = std::numeric_limits<double>::infinity();
+    const std::size_t n = channels_, pixels = rows_.size() * columns_.size();
+    // Per channel first (a reduction over one running value does not vectorize).
+    double* __restrict held = term_.data();
+    double* __restrict largest = term_rounding_.data();
+    double* __restrict smallest = inexact_.data();
+    std::fill_n(held, n, 1.0);
+    std::fill_n(largest, n, 0.0);
+    std::fill_n(smallest, n, inf);
+    for (std::size_t pixel = 0; pixel < pixels; ++pixel) {
+      const double* __restrict values = &window_[pixel * n];
+      for (std::size_t c = 0; c < n; ++c) {
+        const double v = values[c], magnitude = std::fabs(v);
+        held[c] = std::min(held[c], storage_holds<kStorage>(v) ? 1.0 : 0.0);
+        largest[c] = std::max(largest[c], magnitude);
+        smallest[c] = std::min(smallest[c], nonzero(magnitude));
+      }
+    }
+    double all_held = 1, largest_of_all = 0, smallest_of_all = inf;
+    for (std::size_t c = 0; c < n; ++c) {
+      all_held = std::min(all_held, held[c]);
+      largest_of_all = std::max(largest_of_all, largest[c]);
+      smallest_of_all = std::min(smallest_of_all, smallest[c]);
+    }
+    const double terms = static_cast<double>(per_bin) + 8;
+    window_smallest_ = smallest_of_all;
+    return all_held == 1 && largest_of_all * terms * terms * 2 <= ctx.strict.max_finite &&
+           (smallest_of_all == inf || smallest_of_all >= 2 * ctx.smallest_normal);
+  }
+
+  // Whether every product of the sample's nonzero weights with a window's nonzero pixel is
+  // normal in every tracked format (twice the largest smallest normal, for fp64's rounding).
+  bool products_normal(const ElementContext& ctx, const Sample& s) const {
+    double weight = std::numeric_limits<double>::infinity();
+    for (const Tracked& w : s.weight) weight = std::min(weight, nonzero(std::fabs(w.value)));
+    return weight == std::numeric_limits<double>::infinity() || weight * window_smallest_ >= 2 * ctx.smallest_normal;
+  }
+
+  // A plain sample, fused: term_steps, the propagated errors, the cell slopes and add_term,
+  // the same expressions in the same order (so the same bits), without the per-sample
+  // arrays between them. kClean (inspect_window and products_normal hold): only the sums'
+  // magnitudes can fall below the normal range, nothing can overflow or be inexact on
+  // input, so largest_, poison_ and inexact_ are not touched and the loop is one pass.
+  template <DType kStorage, int kDistinctTiers, bool kClean>
   void add_plain_sample(const ElementContext& ctx, const Sample& s) {
     constexpr int slots = kSlots<kStorage>;
     const std::size_t n = channels_;
-    const double inf = std::numeric_limits<double>::infinity();
-    const double* __restrict v0 = &gathered_[0];
-    const double* __restrict v1 = &gathered_[n];
-    const double* __restrict v2 = &gathered_[2 * n];
-    const double* __restrict v3 = &gathered_[3 * n];
-    double* __restrict sum = sum_.data();
-    double* __restrict rounding = rounding_.data();
-    double* __restrict largest = largest_.data();
-    double* __restrict smallest = smallest_.data();
-    double* __restrict poison = poison_.data();
-    double* __restrict inexact = inexact_.data();
-    float* __restrict sum_fp32 = sum_fp32_.data();
-    double* __restrict propagated[3] = {propagated_[0].data(), propagated_[1].data(), propagated_[2].data()};
-    double* __restrict extra[kTiers] = {extra_[0].data(), extra_[1].data()};
-    const double w0 = s.weight[0].value, w1 = s.weight[1].value, w2 = s.weight[2].value, w3 = s.weight[3].value;
-    const float f0 = s.weight_fp32[0], f1 = s.weight_fp32[1], f2 = s.weight_fp32[2], f3 = s.weight_fp32[3];
-    double weight_error[3][4];
-    for (int f = 0; f < slots; ++f)
-      for (int k = 0; k < 4; ++k) weight_error[f][k] = s.weight[k].error[ctx.format_index[f]];
-    double error_x[kTiers], error_y[kTiers];
-    for (int tier = 0; tier < kDistinctTiers; ++tier) {
-      error_x[tier] = s.error_x[tier];
-      error_y[tier] = s.error_y[tier];
+    PlainWeights k;
+    for (int corner = 0; corner < 4; ++corner) {
+      k.value[corner] = s.weight[corner].value;
+      k.fp32[corner] = s.weight_fp32[corner];
+      for (int f = 0; f < slots; ++f) k.error[f][corner] = s.weight[corner].error[ctx.format_index[f]];
     }
-    const double zero_product0 = w0 != 0 ? 0.0 : inf, zero_product1 = w1 != 0 ? 0.0 : inf,
-                 zero_product2 = w2 != 0 ? 0.0 : inf, zero_product3 = w3 != 0 ? 0.0 : inf;
-    double any_inexact = 0;
+    for (int tier = 0; tier < kDistinctTiers; ++tier) {
+      k.error_x[tier] = s.error_x[tier];
+      k.error_y[tier] = s.error_y[tier];
+    }
+    // term_steps on its own: fused with the rest, GCC 12 does not vectorize the loop.
+    if constexpr (!kClean)
+      term_steps<kStorage>(n, pixels_[0], pixels_[1], pixels_[2], pixels_[3], k.value[0], k.value[1], k.value[2],
+                           k.value[3], inexact_.data(), term_.data(), term_rounding_.data(), largest_.data(),
+                           smallest_.data(), poison_.data());
+    plain_lanes<kDistinctTiers, slots, kClean>(n, k, pixels_[0], pixels_[1], pixels_[2], pixels_[3], term_.data(),
+                                               term_rounding_.data(), sum_.data(), rounding_.data(), largest_.data(),
+                                               smallest_.data(), poison_.data(), sum_fp32_.data(), propagated_[0].data(),
+                                               propagated_[1].data(), propagated_[2].data(), extra_[0].data(),
+                                               extra_[1].data());
+    if constexpr (!kClean)
+      if (std::find(inexact_.begin(), inexact_.end(), 1.0) != inexact_.end()) input_errors<kStorage>(ctx, s);
+  }
+
+  // What a plain sample's lanes share: its weights (fp64, fp32 and their errors per slot)
+  // and position errors per tier.
+  struct PlainWeights {
+    double value[4];
+    float fp32[4];
+    double error[3][4];
+    double error_x[kTiers], error_y[kTiers];
+  };
+
+  // The lanes of add_plain_sample. Every array a parameter with restrict: GCC 12 honours
+  // restrict there, not on locals, and would otherwise need more run-time alias checks
+  // than it allows to vectorize the loop.
+  template <int kDistinctTiers, int kSlotCount, bool kClean>
+  static void plain_lanes(std::size_t n, const PlainWeights& k, const double* __restrict v0,
+                          const double* __restrict v1, const double* __restrict v2, const double* __restrict v3,
+                          const double* __restrict term, const double* __restrict term_rounding,
+                          double* __restrict sum, double* __restrict rounding, double* __restrict largest,
+                          double* __restrict smallest, double* __restrict poison, float* __restrict sum_fp32,
+                          double* __restrict propagated0, double* __restrict propagated1,
+                          double* __restrict propagated2, double* __restrict extra0, double* __restrict extra1) {
+    const double w0 = k.value[0], w1 = k.value[1], w2 = k.value[2], w3 = k.value[3];
+    const float f0 = k.fp32[0], f1 = k.fp32[1], f2 = k.fp32[2], f3 = k.fp32[3];
     for (std::size_t c = 0; c < n; ++c) {
       const double a = v0[c], b = v1[c], d = v2[c], e = v3[c];
-      const double not_held = storage_holds<kStorage>(a) & storage_holds<kStorage>(b) & storage_holds<kStorage>(d) &
-                                      storage_holds<kStorage>(e)
-                                  ? 0.0
-                                  : 1.0;
-      inexact[c] = not_held;
-      any_inexact = std::max(any_inexact, not_held);
-      const double p0 = w0 * a, p1 = w1 * b, p2 = w2 * d, p3 = w3 * e;
-      const double partial1 = p0 + p1, partial2 = partial1 + p2, t = partial2 + p3;
       const double ma = std::fabs(a), mb = std::fabs(b), md = std::fabs(d), me = std::fabs(e);
-      const double m0 = std::fabs(p0), m1 = std::fabs(p1), m2 = std::fabs(p2), m3 = std::fabs(p3);
-      const double mp1 = std::fabs(partial1), mp2 = std::fabs(partial2), mt = std::fabs(t);
-      const double top = std::max(std::max(std::max(ma, mb), std::max(md, me)),
-                                  std::max(std::max(std::max(m0, m1), std::max(m2, m3)), std::max(std::max(mp1, mp2), mt)));
-      const double n0 = m0 != 0 ? m0 : (a != 0 ? zero_product0 : inf);
-      const double n1 = m1 != 0 ? m1 : (b != 0 ? zero_product1 : inf);
-      const double n2 = m2 != 0 ? m2 : (d != 0 ? zero_product2 : inf);
-      const double n3 = m3 != 0 ? m3 : (e != 0 ? zero_product3 : inf);
-      const double bottom = std::min(std::min(std::min(nonzero(ma), nonzero(mb)), std::min(nonzero(md), nonzero(me))),
-                                     std::min(std::min(std::min(n0, n1), std::min(n2, n3)),
-                                              std::min(std::min(nonzero(mp1), nonzero(mp2)), nonzero(mt))));
-      const double term_rounding = m0 + m1 + m2 + m3 + mp1 + mp2 + mt;
       double slope_x, slope_y;
       cell_slopes(a, b, d, e, slope_x, slope_y);
-      for (int tier = 0; tier < kDistinctTiers; ++tier) extra[tier][c] += slope_x * error_x[tier] + slope_y * error_y[tier];
+      extra0[c] += slope_x * k.error_x[0] + slope_y * k.error_y[0];
+      if constexpr (kDistinctTiers == 2) extra1[c] += slope_x * k.error_x[1] + slope_y * k.error_y[1];
+      double t, steps;
+      if constexpr (kClean) {
+        const double p0 = w0 * a, p1 = w1 * b, p2 = w2 * d, p3 = w3 * e;
+        const double partial1 = p0 + p1, partial2 = partial1 + p2;
+        t = partial2 + p3;
+        const double mp1 = std::fabs(partial1), mp2 = std::fabs(partial2), mt = std::fabs(t);
+        steps = std::fabs(p0) + std::fabs(p1) + std::fabs(p2) + std::fabs(p3) + mp1 + mp2 + mt;
+        smallest[c] = std::min(smallest[c], std::min(std::min(nonzero(mp1), nonzero(mp2)), nonzero(mt)));
+      } else {
+        t = term[c];
+        steps = term_rounding[c];
+      }
       const double total = sum[c] + t;
       sum[c] = total;
       const double magnitude = std::fabs(total);
-      largest[c] = std::max(std::max(largest[c], top), magnitude);
-      poison[c] = poison[c] + top * 0.0 + magnitude * 0.0;
-      smallest[c] = std::min(std::min(smallest[c], bottom), nonzero(magnitude));
-      rounding[c] += term_rounding + magnitude;
+      if constexpr (!kClean) {
+        largest[c] = std::max(largest[c], magnitude);
+        poison[c] += magnitude * 0.0;
+      }
+      smallest[c] = std::min(smallest[c], nonzero(magnitude));
+      rounding[c] += steps + magnitude;
       sum_fp32[c] += f0 * static_cast<float>(a) + f1 * static_cast<float>(b) + f2 * static_cast<float>(d) +
                      f3 * static_cast<float>(e);
-      for (int f = 0; f < slots; ++f)
-        propagated[f][c] += ma * weight_error[f][0] + mb * weight_error[f][1] + md * weight_error[f][2] +
-                            me * weight_error[f][3];
+      propagated0[c] += ma * k.error[0][0] + mb * k.error[0][1] + md * k.error[0][2] + me * k.error[0][3];
+      if constexpr (kSlotCount > 1)
+        propagated1[c] += ma * k.error[1][0] + mb * k.error[1][1] + md * k.error[1][2] + me * k.error[1][3];
+      if constexpr (kSlotCount > 2)
+        propagated2[c] += ma * k.error[2][0] + mb * k.error[2][1] + md * k.error[2][2] + me * k.error[2][3];
     }
-    if (any_inexact != 0) input_errors<kStorage>(ctx, s);
   }
 
   // Each sample's term per channel: its value, the magnitudes of its steps, and what the
@@ -567,26 +647,64 @@ class ClosedFormBin {
     std::fill(sum_fp32_.begin(), sum_fp32_.end(), 0.0f);
   }
 
-  // The sample's four pixels in every channel, channel-contiguous. A loop of loads alone:
-  // they miss the cache (channels are a plane apart) and, without arithmetic between them,
-  // the misses overlap.
-  void gather(const double* base, std::size_t plane_size, const Sample& s) {
-    for (int k = 0; k < 4; ++k) {
-      const double* from = base + s.offset[k];
-      double* into = &gathered_[static_cast<std::size_t>(k) * channels_];
-      for (std::size_t c = 0; c < channels_; ++c) into[c] = from[c * plane_size];
+  // The pixels the bin's counted samples read, every channel of one pixel contiguous:
+  // window_[(row index * columns + column index) * channels + c]. The samples of a bin are
+  // a grid, so these are its rows times its columns, at most the four per sample the
+  // samples read (fewer where they share cells). Channels are a plane apart in the map:
+  // eight at a time, pixel by pixel, each plane's lines are read once and the window's
+  // written whole.
+  void transpose_window(const double* base, std::size_t plane_size, std::int64_t width, const Sample* begin,
+                        const Sample* end) {
+    rows_.clear();
+    columns_.clear();
+    for (const Sample* s = begin; s != end; ++s) {
+      if (!s->counted) continue;
+      rows_.insert(rows_.end(), {s->y_low, s->y_high});
+      columns_.insert(columns_.end(), {s->x_low, s->x_high});
     }
+    for (auto* axis : {&rows_, &columns_}) {
+      std::sort(axis->begin(), axis->end());
+      axis->erase(std::unique(axis->begin(), axis->end()), axis->end());
+    }
+    const std::size_t n = channels_, pixels = rows_.size() * columns_.size();
+    if (window_.size() < pixels * n) window_.resize(pixels * n);
+    constexpr std::size_t kBlock = 8;
+    for (std::size_t first = 0; first < n; first += kBlock) {
+      const std::size_t block = std::min(kBlock, n - first);
+      double* into = &window_[first];
+      for (int row : rows_)
+        for (int column : columns_) {
+          const double* from = base + first * plane_size + static_cast<std::size_t>(row * width + column);
+          for (std::size_t c = 0; c < block; ++c) into[c] = from[c * plane_size];
+          into += n;
+        }
+    }
+  }
+
+  // The window's channel runs of the sample's four pixels into pixels_.
+  void locate(const Sample& s) {
+    auto index = [](const std::vector<int>& axis, int at) {
+      return static_cast<std::size_t>(std::lower_bound(axis.begin(), axis.end(), at) - axis.begin());
+    };
+    const std::size_t low_row = index(rows_, s.y_low), high_row = index(rows_, s.y_high);
+    const std::size_t low_column = index(columns_, s.x_low), high_column = index(columns_, s.x_high);
+    const std::size_t columns = columns_.size();
+    pixels_[0] = &window_[(low_row * columns + low_column) * channels_];
+    pixels_[1] = &window_[(low_row * columns + high_column) * channels_];
+    pixels_[2] = &window_[(high_row * columns + low_column) * channels_];
+    pixels_[3] = &window_[(high_row * columns + high_column) * channels_];
   }
 
   // A position error that may leave the sample's cell: the slopes of every cell it may
   // reach (position_slopes), channel by channel.
-  void window_slopes(const ElementContext& ctx, const double* base, std::size_t plane_size, const Sample& s, int tier) {
+  void add_window_slopes(const ElementContext& ctx, const double* base, std::size_t plane_size, const Sample& s,
+                         int tier) {
+    const SlopeWindow window = slope_window(s, tier, ctx.map.height, ctx.map.width);
+    double* extra = extra_[tier].data();
     for (std::size_t c = 0; c < channels_; ++c) {
-      const double v[4] = {gathered_[c], gathered_[channels_ + c], gathered_[2 * channels_ + c],
-                           gathered_[3 * channels_ + c]};
       double slope_x, slope_y;
-      position_slopes(base + c * plane_size, ctx.map.height, ctx.map.width, s, tier, v, slope_x, slope_y);
-      extra_[tier][c] += slope_x * s.error_x[tier] + slope_y * s.error_y[tier];
+      window_slopes(base + c * plane_size, ctx.map.width, window, slope_x, slope_y);
+      extra[c] += slope_x * s.error_x[tier] + slope_y * s.error_y[tier];
     }
   }
 
@@ -598,7 +716,7 @@ class ClosedFormBin {
     for (std::size_t c = 0; c < channels_; ++c) {
       if (inexact_[c] == 0) continue;
       for (int k = 0; k < 4; ++k) {
-        const double v = gathered_[static_cast<std::size_t>(k) * channels_ + c];
+        const double v = pixels_[k][c];
         if (storage_holds<kStorage>(v)) continue;
         double error[3]{};
         for (int f = 0; f < slots; ++f) {
@@ -654,7 +772,10 @@ class ClosedFormBin {
   std::vector<double> sum_, rounding_, largest_, smallest_, poison_, propagated_[3], flip_low_[kTiers],
       flip_high_[kTiers], extra_[kTiers];
   std::vector<float> sum_fp32_;
-  std::vector<double> gathered_;  // [pixel k][channel]
+  std::vector<int> rows_, columns_;  // of the map, that the bin's samples read
+  std::vector<double> window_;       // transpose_window
+  const double* pixels_[4]{};        // the current sample's, in window_
+  double window_smallest_ = 0;       // the smallest nonzero magnitude in window_
   // The current sample's per channel: pixels the storage dtype does not hold (1), its
   // term, the term's step magnitudes and propagated error per slot.
   std::vector<double> inexact_, term_, term_rounding_, term_propagated_[3];
