@@ -428,11 +428,11 @@ class ClosedFormBin {
   }
 
   // Whether the window's pixels spare the plain samples the per-channel checks of term_steps:
-  // all finite and held by the storage dtype (no input errors), small enough that no step
-  // of the bin (at most per_bin terms of magnitude <= max |pixel|, weights in [0, 1]) nor
-  // the sum of their magnitudes can leave the strict format's range, and no smaller than
-  // the smallest normal of a tracked format (so only a cancelling sum can be subnormal,
-  // which the clean loop still watches; products_normal checks the weights' side).
+  // all finite and held by the storage dtype (no input errors), and small enough that no
+  // step of the bin (at most per_bin terms of magnitude <= max |pixel|, weights in [0, 1])
+  // nor the sum of their magnitudes can leave the strict format's range. products_normal
+  // then checks, per sample, that no product (nor so any pixel) is below the normal range:
+  // only a cancelling sum can be, which the clean loop still watches.
   template <DType kStorage>
   bool inspect_window(const ElementContext& ctx, std::size_t per_bin) {
     const double inf = std::numeric_limits<double>::infinity();
@@ -461,8 +461,7 @@ class ClosedFormBin {
     }
     const double terms = static_cast<double>(per_bin) + 8;
     window_smallest_ = smallest_of_all;
-    return all_held == 1 && largest_of_all * terms * terms * 2 <= ctx.strict.max_finite &&
-           (smallest_of_all == inf || smallest_of_all >= 2 * ctx.smallest_normal);
+    return all_held == 1 && largest_of_all * terms * terms * 2 <= ctx.strict.max_finite;
   }
 
   // Whether every product of the sample's nonzero weights with a window's nonzero pixel is

@@ -171,12 +171,13 @@ RC_GTEST_PROP(RoiAlignOracle, ClosedFormIsTheTrackersBoundWhenNoStepIsExact, ())
   for (DType storage : {DType::fp16, DType::bf16, DType::fp32}) expect_closed_form_agrees(p, storage, 1 + 1e-6);
 }
 
-// A channel count past one vector register and a map as large as a real FPN level's
-// corner: the lanes of the closed form stay independent (each channel its own values).
+// A channel count past one vector register and past one block of the window's transposition
+// (8) but not a multiple of it: the lanes of the closed form stay independent (each channel
+// its own values).
 TEST(RoiAlignOracle, ClosedFormLanesAreTheChannels) {
   RoiAlignProblem p;
-  p.input = {1, 7, 9, 11, {}};
-  for (std::int64_t i = 0; i < 7 * 9 * 11; ++i) p.input.values.push_back(std::sin(static_cast<double>(i)) * 3);
+  p.input = {1, 11, 9, 11, {}};
+  for (std::int64_t i = 0; i < 11 * 9 * 11; ++i) p.input.values.push_back(std::sin(static_cast<double>(i)) * 3);
   p.rois = {{0, 0.3, 1.7, 9.1, 8.2}, {0, -2, -1.5, 4, 3}};
   p.spatial_scale = 0.9;
   p.pooled_height = 3;
@@ -232,6 +233,36 @@ TEST(RoiAlignOracle, PositionErrorsReachOnlyTheCellsOnTheirSide) {
   EXPECT_EQ(left_crossing.value, 0.0);
   EXPECT_LT(left_crossing.storage.bound, 1e-9);
   EXPECT_GT(on_the_line.storage.bound, 1.0);
+}
+
+// A product below fp16's normal range with every partial sum above it: one sample at
+// (0.5, 1.05), plain in both tiers (its position errors stay in the cell), over pixels
+// k * 2^-20 with k in 1029..1307 (normal, held, uneven so that fp32 does not match fp64);
+// a weight of 0.025 makes a product of ~2^-15, subnormal and inexact in fp16, whose absolute
+// error the tracker counts and the closed form's relative model does not. The closed form
+// must leave such a sample to the tracker, so its bound may not fall below the tracker's.
+TEST(RoiAlignOracle, ProductsBelowTheNormalRangeKeepTheTrackersBound) {
+  std::vector<double> pixels;
+  for (int k : {1029, 1071, 1103, 1111, 1187, 1201, 1289, 1307}) pixels.push_back(std::ldexp(k, -20));
+  RoiAlignProblem p{map_of(1, 2, 4, pixels), {{0, 0.55, 0, 0.55, 0}}, 1.0, 1, 1, 1, false};
+  const auto oracle = roi_align(p, DType::fp16).at(0), reference = roi_align_reference(p, DType::fp16).at(0);
+  EXPECT_EQ(oracle.value, reference.value);
+  EXPECT_GT(reference.strict.bound, 0.0);
+  EXPECT_GE(oracle.storage.bound, reference.storage.bound * (1 - 1e-12));
+  EXPECT_GE(oracle.strict.bound, reference.strict.bound * (1 - 1e-12));
+}
+
+// Four samples of pixels near fp32's largest value: each term is in range, their fp32 sum is
+// not. The plain samples' fast path skips the per-step range checks only where the bin
+// cannot leave the range, so the oracle must still flag this element, as the tracker does.
+TEST(RoiAlignOracle, SumsPastTheAccumulateRangeAreFlagged) {
+  std::vector<double> pixels;
+  for (int i = 0; i < 16; ++i) pixels.push_back(static_cast<float>(2.5e38 + i * 1e36));
+  RoiAlignProblem p{map_of(1, 4, 4, pixels), {{0, 0.3, 0.3, 2.2, 2.2}}, 1.0, 1, 1, 2, false};
+  const auto oracle = roi_align(p, DType::fp32).at(0), reference = roi_align_reference(p, DType::fp32).at(0);
+  EXPECT_FALSE(reference.range_ok);
+  EXPECT_FALSE(oracle.range_ok);
+  EXPECT_EQ(oracle.value, reference.value);
 }
 
 TEST(RoiAlignOracle, EmptyRoiListGivesNoElements) {
