@@ -280,6 +280,18 @@ void tracked_element(const ElementContext& ctx, const double* plane, const Sampl
   r.range_ok = values.in_range()[ctx.tiers.format[0]];
 }
 
+// The closed form's per-channel loops, built twice on x86-64 Linux: for AVX2 (four lanes, three-
+// operand selects: about half the instructions of SSE2's) and for the baseline, picked once
+// at load time (an ifunc). Not FMA: with it GCC would contract a * b + c, which changes the
+// values; the clones compute the same bits. Only these functions carry AVX2 code (what they
+// inline is compiled into them), so no shared inline function can leak AVX2 into callers
+// that run on older CPUs.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+#define DETFUZZ_CHANNEL_LOOPS __attribute__((target_clones("avx2", "default")))
+#else
+#define DETFUZZ_CHANNEL_LOOPS
+#endif
+
 // Whether a value the kernel reads is exactly what it stores: without a call, since the
 // closed form asks it for every pixel it reads (bf16 is the top half of fp32; fp16 has 11
 // significand bits, spacing 2^-24 below 2^-14, and ends at 65504).
@@ -444,15 +456,8 @@ class ClosedFormBin {
     std::fill_n(held, n, 1.0);
     std::fill_n(largest, n, 0.0);
     std::fill_n(smallest, n, inf);
-    for (std::size_t pixel = 0; pixel < pixels; ++pixel) {
-      const double* __restrict values = &window_[pixel * n];
-      for (std::size_t c = 0; c < n; ++c) {
-        const double v = values[c], magnitude = std::fabs(v);
-        held[c] = std::min(held[c], storage_holds<kStorage>(v) ? 1.0 : 0.0);
-        largest[c] = std::max(largest[c], magnitude);
-        smallest[c] = std::min(smallest[c], nonzero(magnitude));
-      }
-    }
+    for (std::size_t pixel = 0; pixel < pixels; ++pixel)
+      pixel_extremes<kStorage>(n, &window_[pixel * n], held, largest, smallest);
     double all_held = 1, largest_of_all = 0, smallest_of_all = inf;
     for (std::size_t c = 0; c < n; ++c) {
       all_held = std::min(all_held, held[c]);
@@ -462,6 +467,19 @@ class ClosedFormBin {
     const double terms = static_cast<double>(per_bin) + 8;
     window_smallest_ = smallest_of_all;
     return all_held == 1 && largest_of_all * terms * terms * 2 <= ctx.strict.max_finite;
+  }
+
+  // inspect_window's lanes: one pixel's channels into the running flags and extremes.
+  template <DType kStorage>
+  DETFUZZ_CHANNEL_LOOPS static void pixel_extremes(std::size_t n, const double* __restrict values,
+                                                   double* __restrict held, double* __restrict largest,
+                                                   double* __restrict smallest) {
+    for (std::size_t c = 0; c < n; ++c) {
+      const double v = values[c], magnitude = std::fabs(v);
+      held[c] = std::min(held[c], storage_holds<kStorage>(v) ? 1.0 : 0.0);
+      largest[c] = std::max(largest[c], magnitude);
+      smallest[c] = std::min(smallest[c], nonzero(magnitude));
+    }
   }
 
   // Whether every product of the sample's nonzero weights with a window's nonzero pixel is
@@ -518,7 +536,7 @@ class ClosedFormBin {
   // restrict there, not on locals, and would otherwise need more run-time alias checks
   // than it allows to vectorize the loop.
   template <int kDistinctTiers, int kSlotCount, bool kClean>
-  static void plain_lanes(std::size_t n, const PlainWeights& k, const double* __restrict v0,
+  DETFUZZ_CHANNEL_LOOPS static void plain_lanes(std::size_t n, const PlainWeights& k, const double* __restrict v0,
                           const double* __restrict v1, const double* __restrict v2, const double* __restrict v3,
                           const double* __restrict term, const double* __restrict term_rounding,
                           double* __restrict sum, double* __restrict rounding, double* __restrict largest,
@@ -568,7 +586,7 @@ class ClosedFormBin {
   // Each sample's term per channel: its value, the magnitudes of its steps, and what the
   // range checks and the routing to the tracker need.
   template <DType kStorage>
-  static void term_steps(std::size_t n, const double* __restrict v0, const double* __restrict v1,
+  DETFUZZ_CHANNEL_LOOPS static void term_steps(std::size_t n, const double* __restrict v0, const double* __restrict v1,
                          const double* __restrict v2, const double* __restrict v3, double w0, double w1, double w2,
                          double w3, double* __restrict inexact, double* __restrict term,
                          double* __restrict term_rounding, double* __restrict largest, double* __restrict smallest,
