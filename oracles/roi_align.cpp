@@ -449,7 +449,8 @@ class ClosedFormBin {
   bool inspect_window(const ElementContext& ctx, std::size_t per_bin) {
     const double inf = std::numeric_limits<double>::infinity();
     const std::size_t n = channels_, pixels = rows_.size() * columns_.size();
-    // Per channel first (a reduction over one running value does not vectorize).
+    // Per channel first (a reduction over one running value does not vectorize), in the
+    // per-sample arrays, which hold nothing before the bin's first sample.
     double* __restrict held = term_.data();
     double* __restrict largest = term_rounding_.data();
     double* __restrict smallest = inexact_.data();
@@ -484,10 +485,11 @@ class ClosedFormBin {
 
   // Whether every product of the sample's nonzero weights with a window's nonzero pixel is
   // normal in every tracked format (twice the largest smallest normal, for fp64's rounding).
+  // An all-zero window (smallest nonzero pixel infinite) has no product to check.
   bool products_normal(const ElementContext& ctx, const Sample& s) const {
     double weight = std::numeric_limits<double>::infinity();
     for (const Tracked& w : s.weight) weight = std::min(weight, nonzero(std::fabs(w.value)));
-    return weight == std::numeric_limits<double>::infinity() || weight * window_smallest_ >= 2 * ctx.smallest_normal;
+    return weight * window_smallest_ >= 2 * ctx.smallest_normal;
   }
 
   // A plain sample, fused: term_steps, the propagated errors, the cell slopes and add_term,
