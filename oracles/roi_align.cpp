@@ -774,12 +774,16 @@ class ClosedFormBin {
                    ctx.unit_roundoff[f] * magnitude;
       }
       r.value = average;
+      // Each tier built in registers and stored whole: copying tier 0 out of r into tier 1
+      // reads 16 bytes just written as 8-byte stores, which store forwarding cannot serve
+      // (that one load was a third of this function's time).
       for (int tier = 0; tier < ctx.distinct_tiers; ++tier) {
-        r.tier[tier].low = (sum_[c] + flip_low_[tier][c]) / count;
-        r.tier[tier].high = (sum_[c] + flip_high_[tier][c]) / count;
-        r.tier[tier].bound = kSafety * (error[ctx.slot_of_tier[tier]] + error[ctx.fp64_slot]) + extra_[tier][c] / count;
+        const RoiAlignTier computed{(sum_[c] + flip_low_[tier][c]) / count, (sum_[c] + flip_high_[tier][c]) / count,
+                                    kSafety * (error[ctx.slot_of_tier[tier]] + error[ctx.fp64_slot]) +
+                                        extra_[tier][c] / count};
+        r.tier[tier] = computed;
+        if (ctx.distinct_tiers == 1) r.tier[1] = computed;
       }
-      if (ctx.distinct_tiers == 1) r.tier[1] = r.tier[0];
       r.range_ok = poison_[c] == 0 && std::max(largest_[c], magnitude) <= ctx.strict.max_finite && !std::isnan(average);
     }
   }
@@ -877,14 +881,17 @@ std::vector<RoiAlignElement> evaluate(const RoiAlignProblem& p, DType storage, A
     const int nominal_w = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio)
                                                : static_cast<int>(std::ceil(g.bin_w.value));
     evaluate_roi(p, roi, g, nominal_h, nominal_w, tiers, storage, arithmetic, nominal);
-    out.resize(out.size() + per_roi);
-    RoiAlignElement* elements = &out[out.size() - per_roi];
-    for (std::size_t i = 0; i < per_roi; ++i) {
-      elements[i].value = nominal[i].value;
-      elements[i].strict = nominal[i].tier[0];
-      elements[i].storage = nominal[i].tier[1];
-      elements[i].range_ok = nominal[i].range_ok;
+    // Appended one by one, not resized and assigned: resizing first writes every
+    // element's defaults, a pass over megabytes that was a tenth of the oracle's time.
+    for (const ElementResult& r : nominal) {
+      RoiAlignElement element;
+      element.value = r.value;
+      element.strict = r.tier[0];
+      element.storage = r.tier[1];
+      element.range_ok = r.range_ok;
+      out.push_back(element);
     }
+    RoiAlignElement* elements = &out[out.size() - per_roi];
     // Grid counts rounding can move: each tier spans every count it leaves open.
     std::set<int> heights[kTiers], widths[kTiers];
     bool open_ended = false;
