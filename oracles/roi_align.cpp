@@ -340,6 +340,7 @@ class ClosedFormBin {
       term_propagated_[f].resize(channels);
     }
     sum_fp32_.resize(channels);
+    for (auto& scratch : discarded_) scratch.resize(channels);
   }
 
   // Elements (c, bin) for every channel c into results[c * bins + bin]; `base`: channel 0's
@@ -347,98 +348,19 @@ class ClosedFormBin {
   template <DType kStorage>
   void evaluate(const ElementContext& ctx, const double* base, const Sample* begin, const Sample* end,
                 std::size_t bins, std::size_t bin, ElementResult* results) {
-    constexpr int slots = kSlots<kStorage>;
     const auto plane_size = static_cast<std::size_t>(ctx.map.height * ctx.map.width);
-    const std::size_t n = channels_;
     reset();
-    // Every loop below runs over the channels without a branch on their data (the
-    // sample's decisions are the same for each) and through restrict pointers: that is
-    // what lets the compiler vectorize them. Flags are doubles for the same reason.
-    double* sum = sum_.data();
-    double* rounding = rounding_.data();
-    double* largest = largest_.data();
-    double* smallest = smallest_.data();
-    double* poison = poison_.data();  // 0, or NaN once a step is infinite or NaN
-    double* term = term_.data();
-    double* term_rounding = term_rounding_.data();
-    float* __restrict sum_fp32 = sum_fp32_.data();
     transpose_window(base, plane_size, ctx.map.width, begin, end);
     const bool clean_window = inspect_window<kStorage>(ctx, static_cast<std::size_t>(end - begin));
     for (const Sample* s = begin; s != end; ++s) {
       if (!s->counted) continue;
       locate(*s);
-      if (plain(ctx, *s)) {
-        const bool clean = clean_window && products_normal(ctx, *s);
-        if (ctx.distinct_tiers == 1)
-          clean ? add_plain_sample<kStorage, 1, true>(ctx, *s) : add_plain_sample<kStorage, 1, false>(ctx, *s);
-        else
-          clean ? add_plain_sample<kStorage, kTiers, true>(ctx, *s) : add_plain_sample<kStorage, kTiers, false>(ctx, *s);
-        continue;
-      }
-      // Nothing writes the window while these read it.
-      const double* __restrict v0 = pixels_[0];
-      const double* __restrict v1 = pixels_[1];
-      const double* __restrict v2 = pixels_[2];
-      const double* __restrict v3 = pixels_[3];
-      const double w0 = s->weight[0].value, w1 = s->weight[1].value, w2 = s->weight[2].value, w3 = s->weight[3].value;
-      term_steps<kStorage>(n, v0, v1, v2, v3, w0, w1, w2, w3, inexact_.data(), term, term_rounding, largest, smallest, poison);
-      for (int f = 0; f < slots; ++f) {
-        const std::size_t format = ctx.format_index[f];
-        const double e0 = s->weight[0].error[format], e1 = s->weight[1].error[format],
-                     e2 = s->weight[2].error[format], e3 = s->weight[3].error[format];
-        double* __restrict into = term_propagated_[f].data();
-        for (std::size_t c = 0; c < n; ++c)
-          into[c] = std::fabs(v0[c]) * e0 + std::fabs(v1[c]) * e1 + std::fabs(v2[c]) * e2 + std::fabs(v3[c]) * e3;
-      }
-      for (int tier = 0; tier < ctx.distinct_tiers; ++tier) {
-        if (!within_cell(*s, tier)) {
-          add_window_slopes(ctx, base, plane_size, *s, tier);
-          continue;
-        }
-        const double error_x = s->error_x[tier], error_y = s->error_y[tier];
-        double* __restrict extra = extra_[tier].data();
-        for (std::size_t c = 0; c < n; ++c) {
-          double slope_x, slope_y;
-          cell_slopes(v0[c], v1[c], v2[c], v3[c], slope_x, slope_y);
-          extra[c] += slope_x * error_x + slope_y * error_y;
-        }
-      }
-      for (int tier = 0; tier < ctx.distinct_tiers; ++tier) {
-        if (!s->ambiguous[tier]) continue;
-        const double sign = s->inside ? -1.0 : 1.0;
-        const double u = ctx.unit_roundoff[ctx.slot_of_tier[tier]] + ctx.unit_roundoff[ctx.fp64_slot];
-        const double* own = term_propagated_[ctx.slot_of_tier[tier]].data();
-        const double* fp64 = term_propagated_[ctx.fp64_slot].data();
-        flip_term(n, sign, u, term, term_rounding, own, fp64, flip_low_[tier].data(), flip_high_[tier].data(),
-                  extra_[tier].data());
-      }
-      if (s->inside) {
-        const float f0 = s->weight_fp32[0], f1 = s->weight_fp32[1], f2 = s->weight_fp32[2], f3 = s->weight_fp32[3];
-        add_term(n, term, term_rounding, sum, rounding, largest, smallest, poison);
-        for (std::size_t c = 0; c < n; ++c)
-          sum_fp32[c] += f0 * static_cast<float>(v0[c]) + f1 * static_cast<float>(v1[c]) +
-                         f2 * static_cast<float>(v2[c]) + f3 * static_cast<float>(v3[c]);
-        for (int f = 0; f < slots; ++f) {
-          double* __restrict into = propagated_[f].data();
-          const double* __restrict from = term_propagated_[f].data();
-          for (std::size_t c = 0; c < n; ++c) into[c] += from[c];
-        }
-      }
-      if (std::find(inexact_.begin(), inexact_.end(), 1.0) != inexact_.end()) input_errors<kStorage>(ctx, *s);
+      add_sample<kStorage>(ctx, base, plane_size, *s, clean_window);
     }
     finish<kStorage>(ctx, base, plane_size, begin, end, bins, bin, results);
   }
 
  private:
-  // Most samples are counted by fp64, unambiguous and keep their cell in every tier: one
-  // pass over the channels does all of what the general steps below do for them.
-  static bool plain(const ElementContext& ctx, const Sample& s) {
-    if (!s.inside) return false;
-    for (int tier = 0; tier < ctx.distinct_tiers; ++tier)
-      if (s.ambiguous[tier] || !within_cell(s, tier)) return false;
-    return true;
-  }
-
   // Whether the window's pixels spare the plain samples the per-channel checks of term_steps:
   // all finite and held by the storage dtype (no input errors), and small enough that no
   // step of the bin (at most per_bin terms of magnitude <= max |pixel|, weights in [0, 1])
@@ -492,16 +414,55 @@ class ClosedFormBin {
     return weight * window_smallest_ >= 2 * ctx.smallest_normal;
   }
 
-  // A plain sample, fused: term_steps, the propagated errors, the cell slopes and add_term,
-  // the same expressions in the same order (so the same bits), without the per-sample
-  // arrays between them. kClean (inspect_window and products_normal hold): only the sums'
-  // magnitudes can fall below the normal range, nothing can overflow or be inexact on
-  // input, so largest_, poison_ and inexact_ are not touched and the loop is one pass.
-  template <DType kStorage, int kDistinctTiers, bool kClean>
-  void add_plain_sample(const ElementContext& ctx, const Sample& s) {
+  // One counted sample's term into the bin's elements, every channel at once. Most samples
+  // are plain: counted by fp64, unambiguous, and kept in their cell in every tier. Their
+  // lanes (sample_lanes) do everything in one pass: the sum and its step magnitudes, the
+  // fp32 sum, the propagated errors and the cell slopes. The rest add what only they need
+  // after those lanes: the slopes of a position error that leaves its cell, and for an
+  // ambiguous sample the term it may add or drop. kClean (inspect_window and
+  // products_normal hold for a plain sample): nothing can overflow, be subnormal or be
+  // inexact on input but a cancelling sum, so term_steps' checks are skipped.
+  template <DType kStorage>
+  void add_sample(const ElementContext& ctx, const double* base, std::size_t plane_size, const Sample& s,
+                  bool clean_window) {
+    bool in_cell[kTiers], all_in_cell = true, ambiguous = false;
+    for (int tier = 0; tier < ctx.distinct_tiers; ++tier) {
+      in_cell[tier] = within_cell(s, tier);
+      all_in_cell = all_in_cell && in_cell[tier];
+      ambiguous = ambiguous || s.ambiguous[tier];
+    }
+    const bool plain = s.inside && all_in_cell && !ambiguous;
+    const bool clean = plain && clean_window && products_normal(ctx, s);
+    // A tier whose error leaves the cell takes its slopes from add_window_slopes below: the
+    // lanes' cell slopes for it go to scratch.
+    double* extra[kTiers];
+    for (int tier = 0; tier < kTiers; ++tier)
+      extra[tier] = tier < ctx.distinct_tiers && in_cell[tier] ? extra_[tier].data() : discarded_[tier].data();
+    const auto lanes = [&](auto tiers, auto clean_constant, auto sum) {
+      sample_lanes<kStorage, decltype(tiers)::value, decltype(clean_constant)::value, decltype(sum)::value>(ctx, s,
+                                                                                                          extra);
+    };
+    using One = std::integral_constant<int, 1>;
+    using Two = std::integral_constant<int, kTiers>;
+    using Yes = std::true_type;
+    using No = std::false_type;
+    if (ctx.distinct_tiers == 1)
+      clean ? lanes(One{}, Yes{}, Yes{}) : s.inside ? lanes(One{}, No{}, Yes{}) : lanes(One{}, No{}, No{});
+    else
+      clean ? lanes(Two{}, Yes{}, Yes{}) : s.inside ? lanes(Two{}, No{}, Yes{}) : lanes(Two{}, No{}, No{});
+    for (int tier = 0; tier < ctx.distinct_tiers; ++tier)
+      if (!in_cell[tier]) add_window_slopes(ctx, base, plane_size, s, tier);
+    if (ambiguous) flip_terms<kStorage>(ctx, s);
+    if (!clean && std::find(inexact_.begin(), inexact_.end(), 1.0) != inexact_.end()) input_errors<kStorage>(ctx, s);
+  }
+
+  // One sample's lanes: term_steps unless kClean, then fused_lanes (kSum: the sample is
+  // inside, so its term joins the sum).
+  template <DType kStorage, int kDistinctTiers, bool kClean, bool kSum>
+  void sample_lanes(const ElementContext& ctx, const Sample& s, double* const (&extra)[kTiers]) {
     constexpr int slots = kSlots<kStorage>;
     const std::size_t n = channels_;
-    PlainWeights k;
+    SampleWeights k;
     for (int corner = 0; corner < 4; ++corner) {
       k.value[corner] = s.weight[corner].value;
       k.fp32[corner] = s.weight_fp32[corner];
@@ -516,29 +477,55 @@ class ClosedFormBin {
       term_steps<kStorage>(n, pixels_[0], pixels_[1], pixels_[2], pixels_[3], k.value[0], k.value[1], k.value[2],
                            k.value[3], inexact_.data(), term_.data(), term_rounding_.data(), largest_.data(),
                            smallest_.data(), poison_.data());
-    plain_lanes<kDistinctTiers, slots, kClean>(n, k, pixels_[0], pixels_[1], pixels_[2], pixels_[3], term_.data(),
-                                               term_rounding_.data(), sum_.data(), rounding_.data(), largest_.data(),
-                                               smallest_.data(), poison_.data(), sum_fp32_.data(), propagated_[0].data(),
-                                               propagated_[1].data(), propagated_[2].data(), extra_[0].data(),
-                                               extra_[1].data());
-    if constexpr (!kClean)
-      if (std::find(inexact_.begin(), inexact_.end(), 1.0) != inexact_.end()) input_errors<kStorage>(ctx, s);
+    fused_lanes<kDistinctTiers, slots, kClean, kSum>(
+        n, k, pixels_[0], pixels_[1], pixels_[2], pixels_[3], term_.data(), term_rounding_.data(), sum_.data(),
+        rounding_.data(), largest_.data(), smallest_.data(), poison_.data(), sum_fp32_.data(), propagated_[0].data(),
+        propagated_[1].data(), propagated_[2].data(), extra[0], extra[1]);
   }
 
-  // What a plain sample's lanes share: its weights (fp64, fp32 and their errors per slot)
+  // An ambiguous sample: per ambiguous tier, the term it may add (outside) or drop (inside),
+  // with the term's error in that tier's format and fp64's.
+  template <DType kStorage>
+  void flip_terms(const ElementContext& ctx, const Sample& s) {
+    constexpr int slots = kSlots<kStorage>;
+    const std::size_t n = channels_;
+    const double* __restrict v0 = pixels_[0];
+    const double* __restrict v1 = pixels_[1];
+    const double* __restrict v2 = pixels_[2];
+    const double* __restrict v3 = pixels_[3];
+    for (int f = 0; f < slots; ++f) {
+      const std::size_t format = ctx.format_index[f];
+      const double e0 = s.weight[0].error[format], e1 = s.weight[1].error[format], e2 = s.weight[2].error[format],
+                   e3 = s.weight[3].error[format];
+      double* __restrict into = term_propagated_[f].data();
+      for (std::size_t c = 0; c < n; ++c)
+        into[c] = std::fabs(v0[c]) * e0 + std::fabs(v1[c]) * e1 + std::fabs(v2[c]) * e2 + std::fabs(v3[c]) * e3;
+    }
+    for (int tier = 0; tier < ctx.distinct_tiers; ++tier) {
+      if (!s.ambiguous[tier]) continue;
+      const double sign = s.inside ? -1.0 : 1.0;
+      const double u = ctx.unit_roundoff[ctx.slot_of_tier[tier]] + ctx.unit_roundoff[ctx.fp64_slot];
+      const double* own = term_propagated_[ctx.slot_of_tier[tier]].data();
+      const double* fp64 = term_propagated_[ctx.fp64_slot].data();
+      flip_term(n, sign, u, term_.data(), term_rounding_.data(), own, fp64, flip_low_[tier].data(),
+                flip_high_[tier].data(), extra_[tier].data());
+    }
+  }
+
+  // What a sample's lanes share: its weights (fp64, fp32 and their errors per slot)
   // and position errors per tier.
-  struct PlainWeights {
+  struct SampleWeights {
     double value[4];
     float fp32[4];
     double error[3][4];
     double error_x[kTiers], error_y[kTiers];
   };
 
-  // The lanes of add_plain_sample. Every array a parameter with restrict: GCC 12 honours
+  // The lanes of sample_lanes. Every array a parameter with restrict: GCC 12 honours
   // restrict there, not on locals, and would otherwise need more run-time alias checks
   // than it allows to vectorize the loop.
-  template <int kDistinctTiers, int kSlotCount, bool kClean>
-  DETFUZZ_CHANNEL_LOOPS static void plain_lanes(std::size_t n, const PlainWeights& k, const double* __restrict v0,
+  template <int kDistinctTiers, int kSlotCount, bool kClean, bool kSum>
+  DETFUZZ_CHANNEL_LOOPS static void fused_lanes(std::size_t n, const SampleWeights& k, const double* __restrict v0,
                           const double* __restrict v1, const double* __restrict v2, const double* __restrict v3,
                           const double* __restrict term, const double* __restrict term_rounding,
                           double* __restrict sum, double* __restrict rounding, double* __restrict largest,
@@ -554,6 +541,7 @@ class ClosedFormBin {
       cell_slopes(a, b, d, e, slope_x, slope_y);
       extra0[c] += slope_x * k.error_x[0] + slope_y * k.error_y[0];
       if constexpr (kDistinctTiers == 2) extra1[c] += slope_x * k.error_x[1] + slope_y * k.error_y[1];
+      if constexpr (!kSum) continue;
       double t, steps;
       if constexpr (kClean) {
         const double p0 = w0 * a, p1 = w1 * b, p2 = w2 * d, p3 = w3 * e;
@@ -623,21 +611,6 @@ class ClosedFormBin {
       smallest[c] = std::min(smallest[c], bottom);
       term[c] = t;
       term_rounding[c] = m0 + m1 + m2 + m3 + mp1 + mp2 + mt;
-    }
-  }
-
-  // The sum of the sample's term into the running sums of the elements that count it.
-  static void add_term(std::size_t n, const double* __restrict term, const double* __restrict term_rounding,
-                       double* __restrict sum, double* __restrict rounding, double* __restrict largest,
-                       double* __restrict smallest, double* __restrict poison) {
-    for (std::size_t c = 0; c < n; ++c) {
-      const double total = sum[c] + term[c];
-      sum[c] = total;
-      const double magnitude = std::fabs(total);
-      largest[c] = std::max(largest[c], magnitude);
-      poison[c] += magnitude * 0.0;
-      smallest[c] = std::min(smallest[c], nonzero(magnitude));
-      rounding[c] += term_rounding[c] + magnitude;
     }
   }
 
@@ -802,6 +775,9 @@ class ClosedFormBin {
   // The current sample's per channel: pixels the storage dtype does not hold (1), its
   // term, the term's step magnitudes and propagated error per slot.
   std::vector<double> inexact_, term_, term_rounding_, term_propagated_[3];
+  // Per tier, cell slopes of an error that leaves the cell (one per tier: the lanes' restrict
+  // pointers must not meet).
+  std::vector<double> discarded_[kTiers];
 };
 
 // How the per-channel arithmetic is evaluated: the general ErrorTracker for every element
