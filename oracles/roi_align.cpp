@@ -837,7 +837,10 @@ std::vector<RoiAlignElement> evaluate(const RoiAlignProblem& p, DType storage, A
   const std::size_t per_roi = static_cast<std::size_t>(p.input.channels * p.pooled_height * p.pooled_width);
   std::vector<RoiAlignElement> out;
   out.reserve(p.rois.size() * per_roi);
-  std::vector<ElementResult> nominal, other;
+  // Kept across calls (per thread): a RoI's elements run to megabytes, and allocating them
+  // per call lets malloc hand back and fault in fresh pages every time (a tenth of a
+  // 1-RoI call, and more or less depending on the heap's layout).
+  thread_local std::vector<ElementResult> nominal, other;
   for (const Roi& roi : p.rois) {
     RoiGeometry g = geometry(p, roi);
     auto grid = [&](const Tracked& bin) {
