@@ -97,50 +97,87 @@ std::vector<Tracked> positions(ErrorTracker& t, const Tracked& start, const Trac
   return out;
 }
 
-Sample make_sample(const Tracked& y, const Tracked& x, std::int64_t height, std::int64_t width,
-                   const Tiers& tiers, ErrorTracker& t) {
+// What a sample takes from one of its coordinates alone. make_sample combines a row's and
+// a column's: a bin's samples are a grid and a row of bins shares its rows, so each
+// coordinate's tracker steps run once, not once per sample (they were most of a small
+// case's oracle time).
+struct AxisSample {
+  Tracked position;
+  double error[kTiers]{};   // widened, per tier
+  bool crosses[kTiers]{};   // the tier's error may take it across an edge (-1 or the size)
+  bool inside = false;      // fp64's decision
+  int low = 0, high = 0;    // the pixels it interpolates between
+  double clamped = 0;       // where it interpolates: clamped to the map as the kernel clamps
+  // The fraction past `low` and one minus it, per pattern of formats in which both of the
+  // sample's coordinates are exact (the fraction is exact there): usually one or two.
+  struct Fractions {
+    unsigned pattern;
+    Tracked fraction, rest;
+  };
+  std::vector<Fractions> fractions;
+};
+
+AxisSample axis_sample(const Tracked& position, std::int64_t size, const Tiers& tiers) {
+  AxisSample a;
+  a.position = position;
+  const double p = position.value, edge = static_cast<double>(size);
+  a.inside = p >= -1.0 && p <= edge;
+  for (int tier = 0; tier < kTiers; ++tier) {
+    a.error[tier] = widened(position, tiers, tier);
+    auto crosses = [&](double line) { return p - a.error[tier] <= line && line <= p + a.error[tier]; };
+    a.crosses[tier] = crosses(-1.0) || crosses(edge);
+  }
+  a.clamped = p <= 0 ? 0 : p;
+  a.low = static_cast<int>(a.clamped);
+  if (a.low >= size - 1) {
+    a.high = a.low = static_cast<int>(size - 1);
+    a.clamped = a.low;
+  } else {
+    a.high = a.low + 1;
+  }
+  return a;
+}
+
+const AxisSample::Fractions& fractions(AxisSample& a, const std::array<bool, kFloatDTypes.size()>& exact,
+                                       const Tracked& one, ErrorTracker& t) {
+  unsigned pattern = 0;
+  for (std::size_t f = 0; f < exact.size(); ++f) pattern |= static_cast<unsigned>(exact[f]) << f;
+  for (const AxisSample::Fractions& known : a.fractions)
+    if (known.pattern == pattern) return known;
+  const Tracked fraction = t.derived(a.clamped - a.low, exact);
+  a.fractions.push_back({pattern, fraction, t.sub(one, fraction)});
+  return a.fractions.back();
+}
+
+// `one`: t.input(1.0).
+Sample make_sample(AxisSample& y, AxisSample& x, std::int64_t width, const Tracked& one, ErrorTracker& t) {
   Sample s;
-  s.y = y.value;
-  s.x = x.value;
-  const double h = static_cast<double>(height), w = static_cast<double>(width);
-  s.inside = s.y >= -1.0 && s.y <= h && s.x >= -1.0 && s.x <= w;
+  s.y = y.position.value;
+  s.x = x.position.value;
+  s.inside = y.inside && x.inside;
   std::array<bool, kFloatDTypes.size()> exact_position{};
   for (std::size_t f = 0; f < exact_position.size(); ++f)
-    exact_position[f] = y.error[f] == 0 && x.error[f] == 0;
+    exact_position[f] = y.position.error[f] == 0 && x.position.error[f] == 0;
   for (int tier = 0; tier < kTiers; ++tier) {
-    s.error_y[tier] = widened(y, tiers, tier);
-    s.error_x[tier] = widened(x, tiers, tier);
-    auto crosses = [](double v, double e, double edge) { return v - e <= edge && edge <= v + e; };
-    s.ambiguous[tier] = crosses(s.y, s.error_y[tier], -1.0) || crosses(s.y, s.error_y[tier], h) ||
-                        crosses(s.x, s.error_x[tier], -1.0) || crosses(s.x, s.error_x[tier], w);
+    s.error_y[tier] = y.error[tier];
+    s.error_x[tier] = x.error[tier];
+    s.ambiguous[tier] = y.crosses[tier] || x.crosses[tier];
   }
   s.counted = s.inside || s.ambiguous[0] || s.ambiguous[1];
-  double yy = s.y <= 0 ? 0 : s.y, xx = s.x <= 0 ? 0 : s.x;
-  s.y_low = static_cast<int>(yy);
-  s.x_low = static_cast<int>(xx);
-  if (s.y_low >= height - 1) {
-    s.y_high = s.y_low = static_cast<int>(height - 1);
-    yy = s.y_low;
-  } else {
-    s.y_high = s.y_low + 1;
-  }
-  if (s.x_low >= width - 1) {
-    s.x_high = s.x_low = static_cast<int>(width - 1);
-    xx = s.x_low;
-  } else {
-    s.x_high = s.x_low + 1;
-  }
+  s.y_low = y.low;
+  s.y_high = y.high;
+  s.x_low = x.low;
+  s.x_high = x.high;
   s.offset[0] = s.y_low * width + s.x_low;
   s.offset[1] = s.y_low * width + s.x_high;
   s.offset[2] = s.y_high * width + s.x_low;
   s.offset[3] = s.y_high * width + s.x_high;
-  const Tracked ly = t.derived(yy - s.y_low, exact_position), lx = t.derived(xx - s.x_low, exact_position);
-  const Tracked one = t.input(1.0);
-  const Tracked hy = t.sub(one, ly), hx = t.sub(one, lx);
-  s.weight[0] = t.mul(hy, hx);
-  s.weight[1] = t.mul(hy, lx);
-  s.weight[2] = t.mul(ly, hx);
-  s.weight[3] = t.mul(ly, lx);
+  const AxisSample::Fractions& along_y = fractions(y, exact_position, one, t);
+  const AxisSample::Fractions& along_x = fractions(x, exact_position, one, t);
+  s.weight[0] = t.mul(along_y.rest, along_x.rest);
+  s.weight[1] = t.mul(along_y.rest, along_x.fraction);
+  s.weight[2] = t.mul(along_y.fraction, along_x.rest);
+  s.weight[3] = t.mul(along_y.fraction, along_x.fraction);
   for (int k = 0; k < 4; ++k) s.weight_fp32[k] = static_cast<float>(s.weight[k].value);
   return s;
 }
@@ -797,13 +834,20 @@ void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int 
   const auto per_bin = static_cast<std::size_t>(std::max(grid_h, 0)) * static_cast<std::size_t>(std::max(grid_w, 0));
   std::vector<Sample> samples;
   samples.reserve(bins * per_bin);
+  auto axis = [&](const Tracked& start, const Tracked& bin, std::int64_t index, int grid, std::int64_t size) {
+    std::vector<AxisSample> out;
+    for (const Tracked& position : positions(t, start, bin, static_cast<int>(index), grid))
+      out.push_back(axis_sample(position, size, tiers));
+    return out;
+  };
+  std::vector<std::vector<AxisSample>> columns;
+  for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) columns.push_back(axis(g.start_w, g.bin_w, pw, grid_w, map.width));
+  const Tracked one = t.input(1.0);
   for (std::int64_t ph = 0; ph < p.pooled_height; ++ph) {
-    const auto ys = positions(t, g.start_h, g.bin_h, static_cast<int>(ph), grid_h);
-    for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
-      const auto xs = positions(t, g.start_w, g.bin_w, static_cast<int>(pw), grid_w);
-      for (const Tracked& y : ys)
-        for (const Tracked& x : xs) samples.push_back(make_sample(y, x, map.height, map.width, tiers, t));
-    }
+    std::vector<AxisSample> rows = axis(g.start_h, g.bin_h, ph, grid_h, map.height);
+    for (std::vector<AxisSample>& bin_columns : columns)
+      for (AxisSample& y : rows)
+        for (AxisSample& x : bin_columns) samples.push_back(make_sample(y, x, map.width, one, t));
   }
   const ElementContext ctx = element_context(map, tiers, t.input(std::max(grid_h * grid_w, 1)));
   const bool geometry_in_range = t.in_range()[tiers.format[0]];
