@@ -132,6 +132,10 @@ bool representable(DType dtype, double value) {
 
 std::array<bool, kFloatDTypes.size()> representable_in_float_dtypes(double value) {
   std::array<bool, kFloatDTypes.size()> result;
+  if (value == 0.0) {  // common (empty sums, zero weights), and held by every format
+    result.fill(true);
+    return result;
+  }
   const auto bits = std::isfinite(value) && value != 0.0 ? normal_bits(value) : std::nullopt;
   for (std::size_t f = 0; f < result.size(); ++f)
     result[f] = bits && kFloatDTypes[f] != DType::fp64 ? fits(kFloatFormats[f], *bits, std::fabs(value))
