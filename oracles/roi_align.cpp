@@ -109,12 +109,15 @@ struct AxisSample {
   int low = 0, high = 0;    // the pixels it interpolates between
   double clamped = 0;       // where it interpolates: clamped to the map as the kernel clamps
   // The fraction past `low` and one minus it, per pattern of formats in which both of the
-  // sample's coordinates are exact (the fraction is exact there): usually one or two.
+  // sample's coordinates are exact (the fraction is exact there): usually one or two, so a
+  // few are kept in place (no allocation per coordinate) and any further one is recomputed.
   struct Fractions {
     unsigned pattern;
     Tracked fraction, rest;
   };
-  std::vector<Fractions> fractions;
+  static constexpr int kKeptFractions = 4;
+  Fractions fractions[kKeptFractions];
+  int kept = 0;
 };
 
 AxisSample axis_sample(const Tracked& position, std::int64_t size, const Tiers& tiers) {
@@ -138,15 +141,16 @@ AxisSample axis_sample(const Tracked& position, std::int64_t size, const Tiers& 
   return a;
 }
 
-const AxisSample::Fractions& fractions(AxisSample& a, const std::array<bool, kFloatDTypes.size()>& exact,
-                                       const Tracked& one, ErrorTracker& t) {
+AxisSample::Fractions fractions(AxisSample& a, const std::array<bool, kFloatDTypes.size()>& exact,
+                                const Tracked& one, ErrorTracker& t) {
   unsigned pattern = 0;
   for (std::size_t f = 0; f < exact.size(); ++f) pattern |= static_cast<unsigned>(exact[f]) << f;
-  for (const AxisSample::Fractions& known : a.fractions)
-    if (known.pattern == pattern) return known;
+  for (int i = 0; i < a.kept; ++i)
+    if (a.fractions[i].pattern == pattern) return a.fractions[i];
   const Tracked fraction = t.derived(a.clamped - a.low, exact);
-  a.fractions.push_back({pattern, fraction, t.sub(one, fraction)});
-  return a.fractions.back();
+  const AxisSample::Fractions computed{pattern, fraction, t.sub(one, fraction)};
+  if (a.kept < AxisSample::kKeptFractions) a.fractions[a.kept++] = computed;
+  return computed;
 }
 
 // `one`: t.input(1.0).
@@ -172,8 +176,8 @@ Sample make_sample(AxisSample& y, AxisSample& x, std::int64_t width, const Track
   s.offset[1] = s.y_low * width + s.x_high;
   s.offset[2] = s.y_high * width + s.x_low;
   s.offset[3] = s.y_high * width + s.x_high;
-  const AxisSample::Fractions& along_y = fractions(y, exact_position, one, t);
-  const AxisSample::Fractions& along_x = fractions(x, exact_position, one, t);
+  const AxisSample::Fractions along_y = fractions(y, exact_position, one, t);
+  const AxisSample::Fractions along_x = fractions(x, exact_position, one, t);
   s.weight[0] = t.mul(along_y.rest, along_x.rest);
   s.weight[1] = t.mul(along_y.rest, along_x.fraction);
   s.weight[2] = t.mul(along_y.fraction, along_x.rest);
@@ -368,7 +372,11 @@ constexpr int kSlots = kStorage == DType::fp64 ? 1 : kStorage == DType::fp32 ? 2
 // format's normal range, and one whose step magnitudes sum past the fp64 range.
 class ClosedFormBin {
  public:
-  explicit ClosedFormBin(std::size_t channels) : channels_(channels) {
+  // For `channels` lanes: every per-channel array sized to exactly that (the loops and the
+  // searches run over whole arrays). Reused from RoI to RoI and call to call: a small
+  // case's RoIs would otherwise each pay some twenty allocations.
+  void prepare(std::size_t channels) {
+    channels_ = channels;
     for (auto* lane : {&sum_, &rounding_, &largest_, &smallest_, &poison_, &inexact_, &term_, &term_rounding_,
                        &flip_low_[0], &flip_low_[1], &flip_high_[0], &flip_high_[1], &extra_[0], &extra_[1]})
       lane->resize(channels);
@@ -798,7 +806,7 @@ class ClosedFormBin {
     }
   }
 
-  std::size_t channels_;
+  std::size_t channels_ = 0;
   // Per channel, over the bin's samples so far: the sum, the magnitudes of its steps, the
   // largest and smallest nonzero step magnitude, the propagated errors per slot, the
   // ambiguous samples' flips and the position errors through the slopes, and the fp32 sum.
@@ -862,7 +870,8 @@ void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int 
                         results[static_cast<std::size_t>(c) * bins + bin]);
       }
   } else {
-    ClosedFormBin lanes(static_cast<std::size_t>(map.channels));
+    thread_local ClosedFormBin lanes;
+    lanes.prepare(static_cast<std::size_t>(map.channels));
     for (std::size_t bin = 0; bin < bins; ++bin) {
       const Sample* begin = samples.data() + bin * per_bin;
       switch (storage) {
