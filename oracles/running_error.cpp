@@ -70,6 +70,7 @@ Tracked ErrorTracker::rounded(double value, double residual,
   bool exact_in_double = residual == 0 && propagated[kFp64] == 0;
   std::array<bool, kFormats> holds{};
   if (exact_in_double) holds = representable_in_float_dtypes(value);
+#pragma GCC unroll 4
   for (std::size_t f = 0; f < kFormats; ++f) {
     bool exact = exact_in_double && propagated[f] == 0 && holds[f];
     result.error[f] = exact ? 0.0 : propagated[f] + kFloatFormats[f].unit_roundoff * std::fabs(value);

@@ -136,10 +136,15 @@ std::array<bool, kFloatDTypes.size()> representable_in_float_dtypes(double value
     result.fill(true);
     return result;
   }
-  const auto bits = std::isfinite(value) && value != 0.0 ? normal_bits(value) : std::nullopt;
+  const auto bits = std::isfinite(value) ? normal_bits(value) : std::nullopt;
+  if (!bits) {  // non-finite or a double subnormal: rare
+    for (std::size_t f = 0; f < result.size(); ++f) result[f] = representable(kFloatDTypes[f], value);
+    return result;
+  }
+  const double magnitude = std::fabs(value);
+#pragma GCC unroll 4
   for (std::size_t f = 0; f < result.size(); ++f)
-    result[f] = bits && kFloatDTypes[f] != DType::fp64 ? fits(kFloatFormats[f], *bits, std::fabs(value))
-                                                       : representable(kFloatDTypes[f], value);
+    result[f] = kFloatDTypes[f] == DType::fp64 || fits(kFloatFormats[f], *bits, magnitude);
   return result;
 }
 
