@@ -386,6 +386,9 @@ class ClosedFormBin {
     }
     sum_fp32_.resize(channels);
     for (auto& scratch : discarded_) scratch.resize(channels);
+    for (auto* lane : {&average_, &fallback_, &range_ok_, &low_[0], &low_[1], &high_[0], &high_[1], &bound_[0],
+                       &bound_[1]})
+      lane->resize(channels);
   }
 
   // Elements (c, bin) for every channel c into results[c * bins + bin]; `base`: channel 0's
@@ -768,41 +771,104 @@ class ClosedFormBin {
     }
   }
 
+  // The bin's elements from its running sums. The lanes (finish_lanes) compute every
+  // channel's element, or mark it for tracked_element; then each is stored or handed over.
+  // Seven divisions an element are most of this, and as lanes they run four at a time.
   template <DType kStorage>
   void finish(const ElementContext& ctx, const double* base, std::size_t plane_size, const Sample* begin,
               const Sample* end, std::size_t bins, std::size_t bin, ElementResult* results) {
-    constexpr int slots = kSlots<kStorage>;
-    const double count = ctx.count.value;
-    const float count_fp32 = static_cast<float>(count);
+    FinishConstants k;
+    k.count = ctx.count.value;
+    k.abs_count = std::fabs(k.count);
+    k.count_fp32 = static_cast<float>(k.count);
+    k.smallest_normal = ctx.smallest_normal;
+    k.max_finite = ctx.strict.max_finite;
+    auto slot = [&](int f, double& u, double& count_error) {
+      u = ctx.unit_roundoff[f];
+      count_error = ctx.count.error[ctx.format_index[f]];
+    };
+    for (int tier = 0; tier < ctx.distinct_tiers; ++tier) slot(ctx.slot_of_tier[tier], k.u_own[tier], k.count_error_own[tier]);
+    slot(ctx.fp64_slot, k.u_fp64, k.count_error_fp64);
+    const int own1 = ctx.slot_of_tier[ctx.distinct_tiers - 1];
+    const auto lanes = ctx.distinct_tiers == 1 ? &finish_lanes<1> : &finish_lanes<kTiers>;
+    lanes(channels_, k, sum_.data(), rounding_.data(), largest_.data(), smallest_.data(), poison_.data(),
+          sum_fp32_.data(), propagated_[ctx.slot_of_tier[0]].data(), propagated_[own1].data(),
+          propagated_[ctx.fp64_slot].data(), flip_low_[0].data(), flip_low_[1].data(), flip_high_[0].data(),
+          flip_high_[1].data(), extra_[0].data(), extra_[1].data(), average_.data(), fallback_.data(),
+          range_ok_.data(), low_[0].data(), low_[1].data(), high_[0].data(), high_[1].data(), bound_[0].data(),
+          bound_[1].data());
+    const int last_tier = ctx.distinct_tiers - 1;
     for (std::size_t c = 0; c < channels_; ++c) {
       ElementResult& r = results[c * bins + bin];
-      const double average = sum_[c] / count;
-      const double magnitude = std::fabs(average);
-      // The sum of step magnitudes can overflow where no step does (values near the fp64
-      // limit): the tracker bounds each step on its own.
-      if (std::min(smallest_[c], nonzero(magnitude)) < ctx.smallest_normal || !std::isfinite(rounding_[c]) ||
-          static_cast<double>(sum_fp32_[c] / count_fp32) == average) {
+      if (fallback_[c] != 0) {
         tracked_element(ctx, base + c * plane_size, begin, end, r);
         continue;
       }
-      double error[3];
-      for (int f = 0; f < slots; ++f) {
-        const double sum_error = ctx.unit_roundoff[f] * rounding_[c] + propagated_[f][c];
-        error[f] = (sum_error + magnitude * ctx.count.error[ctx.format_index[f]]) / std::fabs(count) +
-                   ctx.unit_roundoff[f] * magnitude;
+      r.value = average_[c];
+      // Each tier stored whole from registers: copying tier 0 out of r into tier 1 would
+      // read 16 bytes just written as 8-byte stores, which store forwarding cannot serve.
+      r.tier[0] = RoiAlignTier{low_[0][c], high_[0][c], bound_[0][c]};
+      r.tier[1] = RoiAlignTier{low_[last_tier][c], high_[last_tier][c], bound_[last_tier][c]};
+      r.range_ok = range_ok_[c] != 0;
+    }
+  }
+
+  // What finish_lanes reads besides the arrays: the count, the ranges, and per tier the unit
+  // roundoff and the count's error of its own format's slot and of fp64's.
+  struct FinishConstants {
+    double count, abs_count, smallest_normal, max_finite;
+    float count_fp32;
+    double u_own[kTiers]{}, count_error_own[kTiers]{}, u_fp64 = 0, count_error_fp64 = 0;
+  };
+
+  // One slot's error of an average: the sum's steps and propagated error, the count's
+  // error, and the division's own rounding.
+  static double average_error(double u, double count_error, double rounding, double propagated, double magnitude,
+                              double abs_count) {
+    return (u * rounding + propagated + magnitude * count_error) / abs_count + u * magnitude;
+  }
+
+  // finish's lanes. fallback: the element goes to tracked_element (a step below the normal
+  // range, a sum of step magnitudes past fp64's, or an fp32 evaluation equal to fp64's,
+  // which may be exact); the other outputs are then unused.
+  template <int kDistinctTiers>
+  DETFUZZ_CHANNEL_LOOPS static void finish_lanes(
+      std::size_t n, const FinishConstants& k, const double* __restrict sum, const double* __restrict rounding,
+      const double* __restrict largest, const double* __restrict smallest, const double* __restrict poison,
+      const float* __restrict sum_fp32, const double* __restrict own0, const double* __restrict own1,
+      const double* __restrict fp64, const double* __restrict flip_low0, const double* __restrict flip_low1,
+      const double* __restrict flip_high0, const double* __restrict flip_high1, const double* __restrict extra0,
+      const double* __restrict extra1, double* __restrict average_out, double* __restrict fallback,
+      double* __restrict range_ok, double* __restrict low0, double* __restrict low1, double* __restrict high0,
+      double* __restrict high1, double* __restrict bound0, double* __restrict bound1) {
+    const double largest_double = std::numeric_limits<double>::max();
+    for (std::size_t c = 0; c < n; ++c) {
+      const double average = sum[c] / k.count;
+      const double magnitude = std::fabs(average);
+      // The sum of step magnitudes can overflow where no step does (values near the fp64
+      // limit): the tracker bounds each step on its own.
+      const bool below_normal = std::min(smallest[c], nonzero(magnitude)) < k.smallest_normal;
+      const bool finite_rounding = std::fabs(rounding[c]) <= largest_double;
+      const bool fp32_agrees = static_cast<double>(sum_fp32[c] / k.count_fp32) == average;
+      fallback[c] = below_normal | !finite_rounding | fp32_agrees ? 1.0 : 0.0;
+      average_out[c] = average;
+      const double fp64_error =
+          average_error(k.u_fp64, k.count_error_fp64, rounding[c], fp64[c], magnitude, k.abs_count);
+      const double own_error0 =
+          average_error(k.u_own[0], k.count_error_own[0], rounding[c], own0[c], magnitude, k.abs_count);
+      low0[c] = (sum[c] + flip_low0[c]) / k.count;
+      high0[c] = (sum[c] + flip_high0[c]) / k.count;
+      bound0[c] = kSafety * (own_error0 + fp64_error) + extra0[c] / k.count;
+      if constexpr (kDistinctTiers == 2) {
+        const double own_error1 =
+            average_error(k.u_own[1], k.count_error_own[1], rounding[c], own1[c], magnitude, k.abs_count);
+        low1[c] = (sum[c] + flip_low1[c]) / k.count;
+        high1[c] = (sum[c] + flip_high1[c]) / k.count;
+        bound1[c] = kSafety * (own_error1 + fp64_error) + extra1[c] / k.count;
       }
-      r.value = average;
-      // Each tier built in registers and stored whole: copying tier 0 out of r into tier 1
-      // reads 16 bytes just written as 8-byte stores, which store forwarding cannot serve
-      // (that one load was a third of this function's time).
-      for (int tier = 0; tier < ctx.distinct_tiers; ++tier) {
-        const RoiAlignTier computed{(sum_[c] + flip_low_[tier][c]) / count, (sum_[c] + flip_high_[tier][c]) / count,
-                                    kSafety * (error[ctx.slot_of_tier[tier]] + error[ctx.fp64_slot]) +
-                                        extra_[tier][c] / count};
-        r.tier[tier] = computed;
-        if (ctx.distinct_tiers == 1) r.tier[1] = computed;
-      }
-      r.range_ok = poison_[c] == 0 && std::max(largest_[c], magnitude) <= ctx.strict.max_finite && !std::isnan(average);
+      range_ok[c] = (poison[c] == 0) & (std::max(largest[c], magnitude) <= k.max_finite) & !std::isnan(average)
+                        ? 1.0
+                        : 0.0;
     }
   }
 
@@ -823,6 +889,8 @@ class ClosedFormBin {
   // Per tier, cell slopes of an error that leaves the cell (one per tier: the lanes' restrict
   // pointers must not meet).
   std::vector<double> discarded_[kTiers];
+  // finish_lanes' per-channel answers.
+  std::vector<double> average_, fallback_, range_ok_, low_[kTiers], high_[kTiers], bound_[kTiers];
 };
 
 // How the per-channel arithmetic is evaluated: the general ErrorTracker for every element
