@@ -715,7 +715,11 @@ class ClosedFormBin {
       for (int row : rows_)
         for (int column : columns_) {
           const double* from = base + first * plane_size + static_cast<std::size_t>(row * width + column);
-          for (std::size_t c = 0; c < block; ++c) into[c] = from[c * plane_size];
+          if (block == kBlock) {  // a fixed count: unrolled, no test per channel
+            for (std::size_t c = 0; c < kBlock; ++c) into[c] = from[c * plane_size];
+          } else {
+            for (std::size_t c = 0; c < block; ++c) into[c] = from[c * plane_size];
+          }
           into += n;
         }
     }
