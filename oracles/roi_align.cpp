@@ -405,7 +405,7 @@ class ClosedFormBin {
       locate(*s);
       add_sample<kStorage>(ctx, base, plane_size, *s, clean_window);
     }
-    finish<kStorage>(ctx, base, plane_size, begin, end, bins, bin, results);
+    finish(ctx, base, plane_size, begin, end, bins, bin, results);
   }
 
  private:
@@ -543,11 +543,11 @@ class ClosedFormBin {
     const double* __restrict v3 = pixels_[3];
     for (int f = 0; f < slots; ++f) {
       const std::size_t format = ctx.format_index[f];
-      const double e0 = s.weight[0].error[format], e1 = s.weight[1].error[format], e2 = s.weight[2].error[format],
-                   e3 = s.weight[3].error[format];
+      const double errors[4] = {s.weight[0].error[format], s.weight[1].error[format], s.weight[2].error[format],
+                                s.weight[3].error[format]};
       double* __restrict into = term_propagated_[f].data();
       for (std::size_t c = 0; c < n; ++c)
-        into[c] = std::fabs(v0[c]) * e0 + std::fabs(v1[c]) * e1 + std::fabs(v2[c]) * e2 + std::fabs(v3[c]) * e3;
+        into[c] = corner_errors(std::fabs(v0[c]), std::fabs(v1[c]), std::fabs(v2[c]), std::fabs(v3[c]), errors);
     }
     for (int tier = 0; tier < ctx.distinct_tiers; ++tier) {
       if (!s.ambiguous[tier]) continue;
@@ -558,6 +558,12 @@ class ClosedFormBin {
       flip_term(n, sign, u, term_.data(), term_rounding_.data(), own, fp64, flip_low_[tier].data(),
                 flip_high_[tier].data(), extra_[tier].data());
     }
+  }
+
+  // A term's error propagated from its weights': each corner's |pixel| times its weight's
+  // error in one format (fused_lanes and flip_terms: one expression, so the same bits).
+  static double corner_errors(double m0, double m1, double m2, double m3, const double (&weight_error)[4]) {
+    return m0 * weight_error[0] + m1 * weight_error[1] + m2 * weight_error[2] + m3 * weight_error[3];
   }
 
   // What a sample's lanes share: its weights (fp64, fp32 and their errors per slot)
@@ -613,11 +619,11 @@ class ClosedFormBin {
       rounding[c] += steps + magnitude;
       sum_fp32[c] += f0 * static_cast<float>(a) + f1 * static_cast<float>(b) + f2 * static_cast<float>(d) +
                      f3 * static_cast<float>(e);
-      propagated0[c] += ma * k.error[0][0] + mb * k.error[0][1] + md * k.error[0][2] + me * k.error[0][3];
+      propagated0[c] += corner_errors(ma, mb, md, me, k.error[0]);
       if constexpr (kSlotCount > 1)
-        propagated1[c] += ma * k.error[1][0] + mb * k.error[1][1] + md * k.error[1][2] + me * k.error[1][3];
+        propagated1[c] += corner_errors(ma, mb, md, me, k.error[1]);
       if constexpr (kSlotCount > 2)
-        propagated2[c] += ma * k.error[2][0] + mb * k.error[2][1] + md * k.error[2][2] + me * k.error[2][3];
+        propagated2[c] += corner_errors(ma, mb, md, me, k.error[2]);
     }
   }
 
@@ -778,7 +784,6 @@ class ClosedFormBin {
   // The bin's elements from its running sums. The lanes (finish_lanes) compute every
   // channel's element, or mark it for tracked_element; then each is stored or handed over.
   // Seven divisions an element are most of this, and as lanes they run four at a time.
-  template <DType kStorage>
   void finish(const ElementContext& ctx, const double* base, std::size_t plane_size, const Sample* begin,
               const Sample* end, std::size_t bins, std::size_t bin, ElementResult* results) {
     FinishConstants k;
