@@ -245,11 +245,8 @@ void position_slopes(const double* plane, std::int64_t height, std::int64_t widt
     window_slopes(plane, width, slope_window(s, tier, height, width), slope_x, slope_y);
 }
 
-struct ElementResult {
-  double value;
-  RoiAlignTier tier[kTiers];
-  bool range_ok;
-};
+// A tier of an element by number (0: strict, 1: storage), as the per-tier loops count them.
+RoiAlignTier& tier_of(RoiAlignElement& element, int tier) { return tier == 0 ? element.strict : element.storage; }
 
 // What one RoI's elements share: the map, the tiers and the formats their bounds read.
 struct ElementContext {
@@ -267,10 +264,13 @@ struct ElementContext {
   // 1 when both tiers are one format (fp32 and fp64 storage): the second is then the first,
   // and the closed form computes it once.
   int distinct_tiers = kTiers;
+  bool geometry_in_range = true;  // the RoI's shared steps stay in the strict format's range
 };
 
-ElementContext element_context(const FeatureMap& map, const Tiers& tiers, const Tracked& count) {
+ElementContext element_context(const FeatureMap& map, const Tiers& tiers, const Tracked& count,
+                               bool geometry_in_range) {
   ElementContext c{map, tiers, float_format(kFloatDTypes[tiers.format[0]]), count};
+  c.geometry_in_range = geometry_in_range;
   auto slot = [&](std::size_t index) {
     for (int i = 0; i < c.formats; ++i)
       if (c.format_index[i] == index) return i;
@@ -289,7 +289,7 @@ ElementContext element_context(const FeatureMap& map, const Tiers& tiers, const 
 // The reference arithmetic: every step of the element through the general ErrorTracker,
 // which knows which steps are exact in which format.
 void tracked_element(const ElementContext& ctx, const double* plane, const Sample* begin, const Sample* end,
-                     ElementResult& r) {
+                     RoiAlignElement& r) {
   const FeatureMap& map = ctx.map;
   ErrorTracker values;
   BinSum bin{values.input(0.0)};
@@ -314,11 +314,13 @@ void tracked_element(const ElementContext& ctx, const double* plane, const Sampl
   const Tracked average = values.div(bin.sum, ctx.count);
   r.value = average.value;
   for (int tier = 0; tier < kTiers; ++tier) {
-    r.tier[tier].low = (bin.sum.value + bin.flip_low[tier]) / ctx.count.value;
-    r.tier[tier].high = (bin.sum.value + bin.flip_high[tier]) / ctx.count.value;
-    r.tier[tier].bound = widened(average, ctx.tiers, tier) + bin.extra_error[tier] / ctx.count.value;
+    RoiAlignTier& into = tier_of(r, tier);
+    into.low = (bin.sum.value + bin.flip_low[tier]) / ctx.count.value;
+    into.high = (bin.sum.value + bin.flip_high[tier]) / ctx.count.value;
+    into.bound = widened(average, ctx.tiers, tier) + bin.extra_error[tier] / ctx.count.value;
   }
-  r.range_ok = values.in_range()[ctx.tiers.format[0]];
+  r.range_ok = values.in_range()[ctx.tiers.format[0]] && ctx.geometry_in_range;
+  r.unconstrained = false;
 }
 
 // The closed form's per-channel loops, built twice on x86-64 Linux: for AVX2 (four lanes, three-
@@ -395,7 +397,7 @@ class ClosedFormBin {
   // plane of the RoI's image.
   template <DType kStorage>
   void evaluate(const ElementContext& ctx, const double* base, const Sample* begin, const Sample* end,
-                std::size_t bins, std::size_t bin, ElementResult* results) {
+                std::size_t bins, std::size_t bin, RoiAlignElement* results) {
     const auto plane_size = static_cast<std::size_t>(ctx.map.height * ctx.map.width);
     reset();
     transpose_window(base, plane_size, ctx.map.width, begin, end);
@@ -785,7 +787,7 @@ class ClosedFormBin {
   // channel's element, or mark it for tracked_element; then each is stored or handed over.
   // Seven divisions an element are most of this, and as lanes they run four at a time.
   void finish(const ElementContext& ctx, const double* base, std::size_t plane_size, const Sample* begin,
-              const Sample* end, std::size_t bins, std::size_t bin, ElementResult* results) {
+              const Sample* end, std::size_t bins, std::size_t bin, RoiAlignElement* results) {
     FinishConstants k;
     k.count = ctx.count.value;
     k.abs_count = std::fabs(k.count);
@@ -808,7 +810,7 @@ class ClosedFormBin {
           bound_[1].data());
     const int last_tier = ctx.distinct_tiers - 1;
     for (std::size_t c = 0; c < channels_; ++c) {
-      ElementResult& r = results[c * bins + bin];
+      RoiAlignElement& r = results[c * bins + bin];
       if (fallback_[c] != 0) {
         tracked_element(ctx, base + c * plane_size, begin, end, r);
         continue;
@@ -816,9 +818,10 @@ class ClosedFormBin {
       r.value = average_[c];
       // Each tier stored whole from registers: copying tier 0 out of r into tier 1 would
       // read 16 bytes just written as 8-byte stores, which store forwarding cannot serve.
-      r.tier[0] = RoiAlignTier{low_[0][c], high_[0][c], bound_[0][c]};
-      r.tier[1] = RoiAlignTier{low_[last_tier][c], high_[last_tier][c], bound_[last_tier][c]};
-      r.range_ok = range_ok_[c] != 0;
+      r.strict = RoiAlignTier{low_[0][c], high_[0][c], bound_[0][c]};
+      r.storage = RoiAlignTier{low_[last_tier][c], high_[last_tier][c], bound_[last_tier][c]};
+      r.range_ok = range_ok_[c] != 0 && ctx.geometry_in_range;
+      r.unconstrained = false;
     }
   }
 
@@ -907,9 +910,10 @@ class ClosedFormBin {
 enum class Arithmetic { tracker, closed_form };
 
 // The elements of one RoI (channels x bins) for one grid count: the reference channel by
-// channel, the closed form bin by bin with the channels as lanes. Into `results` (resized; reused across RoIs, since a RoI's elements run to megabytes).
+// channel, the closed form bin by bin with the channels as lanes. Into results[0, channels
+// x bins), every field written.
 void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int grid_h, int grid_w,
-                  const Tiers& tiers, DType storage, Arithmetic arithmetic, std::vector<ElementResult>& results) {
+                  const Tiers& tiers, DType storage, Arithmetic arithmetic, RoiAlignElement* results) {
   const FeatureMap& map = p.input;
   const auto n = static_cast<std::int64_t>(roi.batch_index);
   ErrorTracker& t = g.tracker;
@@ -934,9 +938,8 @@ void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int 
       for (AxisSample& y : rows)
         for (AxisSample& x : bin_columns) samples.push_back(make_sample(y, x, map.width, one, t));
   }
-  const ElementContext ctx = element_context(map, tiers, t.input(std::max(grid_h * grid_w, 1)));
-  const bool geometry_in_range = t.in_range()[tiers.format[0]];
-  results.resize(static_cast<std::size_t>(map.channels) * bins);
+  const Tracked count = t.input(std::max(grid_h * grid_w, 1));
+  const ElementContext ctx = element_context(map, tiers, count, t.in_range()[tiers.format[0]]);
   const double* base = &map.values[static_cast<std::size_t>(n * map.channels * map.height * map.width)];
   if (arithmetic == Arithmetic::tracker) {
     const auto plane_size = static_cast<std::size_t>(map.height * map.width);
@@ -952,14 +955,13 @@ void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int 
     for (std::size_t bin = 0; bin < bins; ++bin) {
       const Sample* begin = samples.data() + bin * per_bin;
       switch (storage) {
-        case DType::fp16: lanes.evaluate<DType::fp16>(ctx, base, begin, begin + per_bin, bins, bin, results.data()); break;
-        case DType::bf16: lanes.evaluate<DType::bf16>(ctx, base, begin, begin + per_bin, bins, bin, results.data()); break;
-        case DType::fp32: lanes.evaluate<DType::fp32>(ctx, base, begin, begin + per_bin, bins, bin, results.data()); break;
-        default: lanes.evaluate<DType::fp64>(ctx, base, begin, begin + per_bin, bins, bin, results.data()); break;
+        case DType::fp16: lanes.evaluate<DType::fp16>(ctx, base, begin, begin + per_bin, bins, bin, results); break;
+        case DType::bf16: lanes.evaluate<DType::bf16>(ctx, base, begin, begin + per_bin, bins, bin, results); break;
+        case DType::fp32: lanes.evaluate<DType::fp32>(ctx, base, begin, begin + per_bin, bins, bin, results); break;
+        default: lanes.evaluate<DType::fp64>(ctx, base, begin, begin + per_bin, bins, bin, results); break;
       }
     }
   }
-  for (ElementResult& r : results) r.range_ok = r.range_ok && geometry_in_range;
 }
 
 std::vector<RoiAlignElement> evaluate(const RoiAlignProblem& p, DType storage, Arithmetic arithmetic) {
@@ -967,10 +969,10 @@ std::vector<RoiAlignElement> evaluate(const RoiAlignProblem& p, DType storage, A
   const std::size_t per_roi = static_cast<std::size_t>(p.input.channels * p.pooled_height * p.pooled_width);
   std::vector<RoiAlignElement> out;
   out.reserve(p.rois.size() * per_roi);
-  // Kept across calls (per thread): a RoI's elements run to megabytes, and allocating them
-  // per call lets malloc hand back and fault in fresh pages every time (a tenth of a
-  // 1-RoI call, and more or less depending on the heap's layout).
-  thread_local std::vector<ElementResult> nominal, other;
+  // Another grid count's elements, kept across calls (per thread): a RoI's elements run to
+  // megabytes, and allocating them per call lets malloc hand back and fault in fresh pages
+  // every time.
+  thread_local std::vector<RoiAlignElement> other;
   for (const Roi& roi : p.rois) {
     RoiGeometry g = geometry(p, roi);
     auto grid = [&](const Tracked& bin) {
@@ -989,18 +991,11 @@ std::vector<RoiAlignElement> evaluate(const RoiAlignProblem& p, DType storage, A
                                                : static_cast<int>(std::ceil(g.bin_h.value));
     const int nominal_w = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio)
                                                : static_cast<int>(std::ceil(g.bin_w.value));
-    evaluate_roi(p, roi, g, nominal_h, nominal_w, tiers, storage, arithmetic, nominal);
-    // Appended one by one, not resized and assigned: resizing first writes every
-    // element's defaults, a pass over megabytes that was a tenth of the oracle's time.
-    for (const ElementResult& r : nominal) {
-      RoiAlignElement element;
-      element.value = r.value;
-      element.strict = r.tier[0];
-      element.storage = r.tier[1];
-      element.range_ok = r.range_ok;
-      out.push_back(element);
-    }
+    // Written in place: through a scratch vector, the copy and its reads were a tenth of
+    // the oracle's time.
+    out.resize(out.size() + per_roi);
     RoiAlignElement* elements = &out[out.size() - per_roi];
+    evaluate_roi(p, roi, g, nominal_h, nominal_w, tiers, storage, arithmetic, elements);
     // Grid counts rounding can move: each tier spans every count it leaves open.
     std::set<int> heights[kTiers], widths[kTiers];
     bool open_ended = false;
@@ -1019,14 +1014,16 @@ std::vector<RoiAlignElement> evaluate(const RoiAlignProblem& p, DType storage, A
     for (int gh : all_heights)
       for (int gw : all_widths) {
         if (gh == nominal_h && gw == nominal_w) continue;
-        evaluate_roi(p, roi, g, gh, gw, tiers, storage, arithmetic, other);
+        other.resize(per_roi);
+        evaluate_roi(p, roi, g, gh, gw, tiers, storage, arithmetic, other.data());
         for (int tier = 0; tier < kTiers; ++tier) {
           if (!heights[tier].count(gh) || !widths[tier].count(gw)) continue;
           for (std::size_t i = 0; i < per_roi; ++i) {
-            RoiAlignTier& into = tier == 0 ? elements[i].strict : elements[i].storage;
-            into.low = std::min(into.low, other[i].tier[tier].low);
-            into.high = std::max(into.high, other[i].tier[tier].high);
-            into.bound = std::max(into.bound, other[i].tier[tier].bound);
+            RoiAlignTier& into = tier_of(elements[i], tier);
+            const RoiAlignTier& from = tier_of(other[i], tier);
+            into.low = std::min(into.low, from.low);
+            into.high = std::max(into.high, from.high);
+            into.bound = std::max(into.bound, from.bound);
           }
         }
       }
