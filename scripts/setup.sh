@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(cmake ninja-build g++ pkg-config
           libtorch-dev python3-torchvision
           librapidcheck-dev libgtest-dev libfmt-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev
+          libtcmalloc-minimal4   # the detfuzz binary's malloc (CMake's DETFUZZ_ALLOCATOR)
           libxml2-utils   # xmllint: the tests validate junit.xml against tests/reports/junit.xsd
           chromium)       # the tests load report.html in a headless browser
 missing=()

@@ -50,6 +50,12 @@ TEST_F(Cli, CleanCampaignExitsZeroAndWritesTheReport) {
   EXPECT_EQ(json["config"]["cases_per_cell"], 50);
   EXPECT_NE(json["environment"]["torch"].get<std::string>(), "");
   EXPECT_NE(json["environment"]["torchvision"].get<std::string>(), "unavailable");
+  // The allocator CMake linked (tcmalloc where libtcmalloc-minimal4 is installed) is the one
+  // the process runs on, and the report says so.
+  const std::string allocator = json["environment"]["allocator"];
+  EXPECT_NE(allocator.find(std::string(DETFUZZ_EXPECTED_ALLOCATOR) == "tcmalloc" ? "libtcmalloc" : "libc.so"),
+            std::string::npos)
+      << allocator;
   ASSERT_EQ(json["cells"].size(), 3u);
   EXPECT_EQ(json["cells"][0]["status"], "unsupported");  // torchvision 0.14 CPU nms: no Half
   EXPECT_EQ(json["cells"][1]["cases"], 50);
