@@ -400,7 +400,7 @@ class ClosedFormBin {
                 std::size_t bins, std::size_t bin, RoiAlignElement* results) {
     const auto plane_size = static_cast<std::size_t>(ctx.map.height * ctx.map.width);
     reset();
-    transpose_window(base, plane_size, ctx.map.width, begin, end);
+    bin_pixels(begin, end);
     const bool clean_window = inspect_window<kStorage>(ctx, static_cast<std::size_t>(end - begin));
     for (const Sample* s = begin; s != end; ++s) {
       if (!s->counted) continue;
@@ -420,7 +420,7 @@ class ClosedFormBin {
   template <DType kStorage>
   bool inspect_window(const ElementContext& ctx, std::size_t per_bin) {
     const double inf = std::numeric_limits<double>::infinity();
-    const std::size_t n = channels_, pixels = rows_.size() * columns_.size();
+    const std::size_t n = channels_, columns = band_columns_.size();
     // Per channel first (a reduction over one running value does not vectorize), in the
     // per-sample arrays, which hold nothing before the bin's first sample.
     double* __restrict held = term_.data();
@@ -429,8 +429,9 @@ class ClosedFormBin {
     std::fill_n(held, n, 1.0);
     std::fill_n(largest, n, 0.0);
     std::fill_n(smallest, n, inf);
-    for (std::size_t pixel = 0; pixel < pixels; ++pixel)
-      pixel_extremes<kStorage>(n, &window_[pixel * n], held, largest, smallest);
+    for (std::size_t row : rows_)
+      for (std::size_t column : columns_)
+        pixel_extremes<kStorage>(n, &window_[(row * columns + column) * n], held, largest, smallest);
     double all_held = 1, largest_of_all = 0, smallest_of_all = inf;
     for (std::size_t c = 0; c < n; ++c) {
       all_held = std::min(all_held, held[c]);
@@ -695,35 +696,32 @@ class ClosedFormBin {
     std::fill(sum_fp32_.begin(), sum_fp32_.end(), 0.0f);
   }
 
-  // The pixels the bin's counted samples read, every channel of one pixel contiguous:
-  // window_[(row index * columns + column index) * channels + c]. The samples of a bin are
-  // a grid, so these are its rows times its columns, at most the four per sample the
-  // samples read (fewer where they share cells). Channels are a plane apart in the map:
-  // eight at a time, pixel by pixel, each plane's lines are read once and the window's
-  // written whole.
-  void transpose_window(const double* base, std::size_t plane_size, std::int64_t width, const Sample* begin,
-                        const Sample* end) {
-    rows_.clear();
-    columns_.clear();
-    for (const Sample* s = begin; s != end; ++s) {
-      if (!s->counted) continue;
-      rows_.insert(rows_.end(), {s->y_low, s->y_high});
-      columns_.insert(columns_.end(), {s->x_low, s->x_high});
-    }
-    for (auto* axis : {&rows_, &columns_}) {
-      std::sort(axis->begin(), axis->end());
-      axis->erase(std::unique(axis->begin(), axis->end()), axis->end());
-    }
-    const std::size_t n = channels_, pixels = rows_.size() * columns_.size();
+ public:
+  // The pixels a band's (a row of bins') counted samples read, every channel of one pixel
+  // contiguous: window_[(row index * columns + column index) * channels + c], over the
+  // band's rows and columns. A bin's samples are a grid and a band's share their rows, so
+  // this is at most four pixels per sample and usually far fewer. Channels are a plane
+  // apart in the map: eight at a time, pixel by pixel, each plane's band rows are read in
+  // order (long runs the prefetcher follows; per bin they were a few scattered lines per
+  // plane, and the copy was a third of the oracle's time) and the window written whole.
+  // A band's window fits in L2 at the bench's sizes (4 rows x 28 columns x 256 channels).
+  void transpose_band(const double* base, std::size_t plane_size, std::int64_t width, const Sample* begin,
+                      const Sample* end) {
+    pixel_axes(begin, end, band_rows_, band_columns_);
+    const std::size_t n = channels_, pixels = band_rows_.size() * band_columns_.size();
     if (window_.size() < pixels * n) window_.resize(pixels * n);
     constexpr std::size_t kBlock = 8;
     for (std::size_t first = 0; first < n; first += kBlock) {
       const std::size_t block = std::min(kBlock, n - first);
       double* into = &window_[first];
-      for (int row : rows_)
-        for (int column : columns_) {
+      for (int row : band_rows_)
+        for (int column : band_columns_) {
           const double* from = base + first * plane_size + static_cast<std::size_t>(row * width + column);
           if (block == kBlock) {  // a fixed count: unrolled, no test per channel
+            // The next block's lines, while this one's load: the planes are too far apart
+            // for the hardware prefetcher, and each (plane, row) run is too short to train it.
+            if (first + 2 * kBlock <= n)
+              for (std::size_t c = kBlock; c < 2 * kBlock; ++c) __builtin_prefetch(from + c * plane_size);
             for (std::size_t c = 0; c < kBlock; ++c) into[c] = from[c * plane_size];
           } else {
             for (std::size_t c = 0; c < block; ++c) into[c] = from[c * plane_size];
@@ -733,14 +731,43 @@ class ClosedFormBin {
     }
   }
 
+ private:
+  // The rows and columns of the map that the counted samples in [begin, end) read, sorted.
+  static void pixel_axes(const Sample* begin, const Sample* end, std::vector<int>& rows, std::vector<int>& columns) {
+    rows.clear();
+    columns.clear();
+    for (const Sample* s = begin; s != end; ++s) {
+      if (!s->counted) continue;
+      rows.insert(rows.end(), {s->y_low, s->y_high});
+      columns.insert(columns.end(), {s->x_low, s->x_high});
+    }
+    for (auto* axis : {&rows, &columns}) {
+      std::sort(axis->begin(), axis->end());
+      axis->erase(std::unique(axis->begin(), axis->end()), axis->end());
+    }
+  }
+
+  // The bin's rows and columns as indices into the band's (rows_, columns_).
+  void bin_pixels(const Sample* begin, const Sample* end) {
+    pixel_axes(begin, end, bin_rows_, bin_columns_);
+    auto indices = [](const std::vector<int>& of, const std::vector<int>& in, std::vector<std::size_t>& into) {
+      into.clear();
+      for (int at : of) into.push_back(band_index(in, at));
+    };
+    indices(bin_rows_, band_rows_, rows_);
+    indices(bin_columns_, band_columns_, columns_);
+  }
+
+  static std::size_t band_index(const std::vector<int>& axis, int at) {
+    return static_cast<std::size_t>(std::lower_bound(axis.begin(), axis.end(), at) - axis.begin());
+  }
+
   // The window's channel runs of the sample's four pixels into pixels_.
   void locate(const Sample& s) {
-    auto index = [](const std::vector<int>& axis, int at) {
-      return static_cast<std::size_t>(std::lower_bound(axis.begin(), axis.end(), at) - axis.begin());
-    };
-    const std::size_t low_row = index(rows_, s.y_low), high_row = index(rows_, s.y_high);
-    const std::size_t low_column = index(columns_, s.x_low), high_column = index(columns_, s.x_high);
-    const std::size_t columns = columns_.size();
+    const std::size_t low_row = band_index(band_rows_, s.y_low), high_row = band_index(band_rows_, s.y_high);
+    const std::size_t low_column = band_index(band_columns_, s.x_low);
+    const std::size_t high_column = band_index(band_columns_, s.x_high);
+    const std::size_t columns = band_columns_.size();
     pixels_[0] = &window_[(low_row * columns + low_column) * channels_];
     pixels_[1] = &window_[(low_row * columns + high_column) * channels_];
     pixels_[2] = &window_[(high_row * columns + low_column) * channels_];
@@ -891,10 +918,12 @@ class ClosedFormBin {
   std::vector<double> sum_, rounding_, largest_, smallest_, poison_, propagated_[3], flip_low_[kTiers],
       flip_high_[kTiers], extra_[kTiers];
   std::vector<float> sum_fp32_;
-  std::vector<int> rows_, columns_;  // of the map, that the bin's samples read
-  std::vector<double> window_;       // transpose_window
+  std::vector<int> band_rows_, band_columns_;  // of the map, that the band's samples read
+  std::vector<int> bin_rows_, bin_columns_;    // of the map, that the bin's samples read
+  std::vector<std::size_t> rows_, columns_;    // the bin's, as indices into the band's
+  std::vector<double> window_;                 // transpose_band
   const double* pixels_[4]{};        // the current sample's, in window_
-  double window_smallest_ = 0;       // the smallest nonzero magnitude in window_
+  double window_smallest_ = 0;       // the smallest nonzero magnitude of the bin's pixels
   // The current sample's per channel: pixels the storage dtype does not hold (1), its
   // term, the term's step magnitudes and propagated error per slot.
   std::vector<double> inexact_, term_, term_rounding_, term_propagated_[3];
@@ -952,8 +981,11 @@ void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int 
   } else {
     thread_local ClosedFormBin lanes;
     lanes.prepare(static_cast<std::size_t>(map.channels));
+    const auto plane_size = static_cast<std::size_t>(map.height * map.width);
+    const auto band_bins = static_cast<std::size_t>(p.pooled_width);
     for (std::size_t bin = 0; bin < bins; ++bin) {
       const Sample* begin = samples.data() + bin * per_bin;
+      if (bin % band_bins == 0) lanes.transpose_band(base, plane_size, map.width, begin, begin + band_bins * per_bin);
       switch (storage) {
         case DType::fp16: lanes.evaluate<DType::fp16>(ctx, base, begin, begin + per_bin, bins, bin, results); break;
         case DType::bf16: lanes.evaluate<DType::bf16>(ctx, base, begin, begin + per_bin, bins, bin, results); break;
@@ -964,15 +996,15 @@ void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int 
   }
 }
 
-std::vector<RoiAlignElement> evaluate(const RoiAlignProblem& p, DType storage, Arithmetic arithmetic) {
+RoiAlignAnswer evaluate(const RoiAlignProblem& p, DType storage, Arithmetic arithmetic) {
   const Tiers tiers{{format_index(accumulate_type(storage)), format_index(storage)}, format_index(DType::fp64)};
   const std::size_t per_roi = static_cast<std::size_t>(p.input.channels * p.pooled_height * p.pooled_width);
-  std::vector<RoiAlignElement> out;
+  RoiAlignAnswer out;
   out.reserve(p.rois.size() * per_roi);
   // Another grid count's elements, kept across calls (per thread): a RoI's elements run to
   // megabytes, and allocating them per call lets malloc hand back and fault in fresh pages
   // every time.
-  thread_local std::vector<RoiAlignElement> other;
+  thread_local RoiAlignAnswer other;
   for (const Roi& roi : p.rois) {
     RoiGeometry g = geometry(p, roi);
     auto grid = [&](const Tracked& bin) {
@@ -982,8 +1014,7 @@ std::vector<RoiAlignElement> evaluate(const RoiAlignProblem& p, DType storage, A
     bool sane = std::isfinite(work) && work <= kMaxRoiAlignSamples;
     for (const Tracked* t : {&g.start_h, &g.start_w, &g.bin_h, &g.bin_w}) sane = sane && std::fabs(t->value) < (1 << 30);
     if (!sane) {
-      RoiAlignElement anything;
-      anything.unconstrained = true;
+      const RoiAlignElement anything{0, {0, 0, 0}, {0, 0, 0}, true, true};
       out.insert(out.end(), per_roi, anything);
       continue;
     }
@@ -1033,11 +1064,11 @@ std::vector<RoiAlignElement> evaluate(const RoiAlignProblem& p, DType storage, A
 
 }  // namespace
 
-std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& problem, DType storage) {
+RoiAlignAnswer roi_align(const RoiAlignProblem& problem, DType storage) {
   return evaluate(problem, storage, Arithmetic::closed_form);
 }
 
-std::vector<RoiAlignElement> roi_align_reference(const RoiAlignProblem& problem, DType storage) {
+RoiAlignAnswer roi_align_reference(const RoiAlignProblem& problem, DType storage) {
   return evaluate(problem, storage, Arithmetic::tracker);
 }
 

@@ -19,36 +19,41 @@
 
 #include <vector>
 
+#include "answer_memory.h"
 #include "model/dtype.h"
 #include "model/problems.h"
 
 namespace detfuzz::oracles {
 
+// Trivial (no member initializers), so that an answer is allocated without a pass that
+// writes it: the oracle writes every field of every element.
 struct RoiAlignTier {
-  double low = 0, high = 0;  // exact values over the decisions this tier leaves open
-  double bound = 0;          // rounding error a kernel in this tier's arithmetic may add
+  double low, high;  // exact values over the decisions this tier leaves open
+  double bound;      // rounding error a kernel in this tier's arithmetic may add
 };
 
 // The flags sit together at the end: 64 bytes, not 72 (a 10-RoI, 256-channel answer is
 // megabytes, and writing it is a tenth of the oracle's time).
 struct RoiAlignElement {
-  double value = 0;  // every decision as fp64 takes it
-  RoiAlignTier strict;   // accumulate-type arithmetic
-  RoiAlignTier storage;  // storage-dtype arithmetic
-  bool range_ok = true;  // intermediates within the accumulate type's range
+  double value;           // every decision as fp64 takes it
+  RoiAlignTier strict;    // accumulate-type arithmetic
+  RoiAlignTier storage;   // storage-dtype arithmetic
+  bool range_ok;          // intermediates within the accumulate type's range
   // The oracle says nothing: scaled corners at 2^30 or beyond, or more samples per RoI than
   // kMaxRoiAlignSamples (kernels overflow their int grid there or take minutes).
-  bool unconstrained = false;
+  bool unconstrained;
 };
+
+using RoiAlignAnswer = std::vector<RoiAlignElement, AnswerAllocator<RoiAlignElement>>;
 
 inline constexpr double kMaxRoiAlignSamples = 1 << 24;
 
 // Output [K, C, pooled_height, pooled_width], row-major.
-std::vector<RoiAlignElement> roi_align(const RoiAlignProblem& problem, DType storage);
+RoiAlignAnswer roi_align(const RoiAlignProblem& problem, DType storage);
 
 // The same with every per-channel step run through the general ErrorTracker: the naive
 // version roi_align is tested against (same values and decisions bit for bit; roi_align's
 // closed-form bound is never below this one and equals it where no step is exact).
-std::vector<RoiAlignElement> roi_align_reference(const RoiAlignProblem& problem, DType storage);
+RoiAlignAnswer roi_align_reference(const RoiAlignProblem& problem, DType storage);
 
 }  // namespace detfuzz::oracles

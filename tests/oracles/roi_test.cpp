@@ -6,6 +6,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "oracles/roi_align.h"
@@ -18,7 +19,7 @@ FeatureMap map_of(std::int64_t channels, std::int64_t height, std::int64_t width
   return {1, channels, height, width, std::move(values)};
 }
 
-std::vector<double> values_of(const std::vector<RoiAlignElement>& elements) {
+std::vector<double> values_of(const RoiAlignAnswer& elements) {
   std::vector<double> values;
   for (const auto& e : elements) values.push_back(e.value);
   return values;
@@ -263,6 +264,46 @@ TEST(RoiAlignOracle, SumsPastTheAccumulateRangeAreFlagged) {
   EXPECT_FALSE(reference.range_ok);
   EXPECT_FALSE(oracle.range_ok);
   EXPECT_EQ(oracle.value, reference.value);
+}
+
+// An answer's elements are allocated without being initialized (answer_memory.h), and a large
+// answer's memory is the previous large answer's: the oracle must write every field of
+// every element. Memory filled with 0x7f (doubles near 1.4e306, flags 0x7f) is handed to
+// the answer, which must equal the same answer computed in other memory. Sizes on both
+// sides of kHugeAnswerBytes; a RoI the oracle gives up on, and fp16 (grid counts rounding
+// can move) among the storages.
+TEST(RoiAlignOracle, EveryFieldIsWrittenWhateverTheAnswerMemoryHeld) {
+  for (std::int64_t rois : {1, 24}) {
+    RoiAlignProblem p;
+    p.input = {1, 64, 12, 12, {}};
+    for (std::int64_t i = 0; i < 64 * 12 * 12; ++i) p.input.values.push_back(std::cos(static_cast<double>(i)) * 5);
+    for (std::int64_t r = 0; r < rois; ++r) p.rois.push_back({0, 0.1 * r, 0.2, 7.3 + 0.1 * r, 10.9});
+    p.rois.push_back({0, 0, 0, 1e12, 1e12});
+    p.spatial_scale = 0.999;
+    p.pooled_height = p.pooled_width = 7;
+    p.sampling_ratio = -1;
+    const std::size_t elements = p.rois.size() * 64 * 49;
+    if (rois > 1) {
+      ASSERT_GE(elements * sizeof(RoiAlignElement), kHugeAnswerBytes);
+    }
+    for (DType storage : {DType::fp16, DType::fp32}) {
+      const auto expected = roi_align(p, storage);
+      {
+        RoiAlignAnswer poison(elements);
+        std::memset(static_cast<void*>(poison.data()), 0x7f, elements * sizeof(RoiAlignElement));
+      }
+      const auto answer = roi_align(p, storage);
+      ASSERT_EQ(answer.size(), expected.size());
+      for (std::size_t i = 0; i < answer.size(); ++i) {
+        const RoiAlignElement &a = answer[i], &e = expected[i];
+        ASSERT_TRUE(same_double(a.value, e.value) && same_tier(a.strict, e.strict) && same_tier(a.storage, e.storage) &&
+                    a.range_ok == e.range_ok && a.unconstrained == e.unconstrained)
+            << "element " << i << " of " << answer.size() << ", storage " << dtype_name(storage);
+      }
+      EXPECT_TRUE(answer.back().unconstrained);
+      EXPECT_FALSE(answer.front().unconstrained);
+    }
+  }
 }
 
 TEST(RoiAlignOracle, EmptyRoiListGivesNoElements) {
