@@ -836,19 +836,22 @@ class ClosedFormBin {
           range_ok_.data(), low_[0].data(), low_[1].data(), high_[0].data(), high_[1].data(), bound_[0].data(),
           bound_[1].data());
     const int last_tier = ctx.distinct_tiers - 1;
-    for (std::size_t c = 0; c < channels_; ++c) {
+    // The lanes' arrays as local pointers: through the members, every store into an element
+    // (which may alias them, as far as the compiler knows) reloads each array's address.
+    const double *average = average_.data(), *fallback = fallback_.data(), *range_ok = range_ok_.data();
+    const double *low0 = low_[0].data(), *high0 = high_[0].data(), *bound0 = bound_[0].data();
+    const double *low1 = low_[last_tier].data(), *high1 = high_[last_tier].data(), *bound1 = bound_[last_tier].data();
+    const bool geometry_in_range = ctx.geometry_in_range;
+    for (std::size_t c = 0, n = channels_; c < n; ++c) {
       RoiAlignElement& r = results[c * bins + bin];
-      if (fallback_[c] != 0) {
+      if (fallback[c] != 0) {
         tracked_element(ctx, base + c * plane_size, begin, end, r);
         continue;
       }
-      r.value = average_[c];
       // Each tier stored whole from registers: copying tier 0 out of r into tier 1 would
       // read 16 bytes just written as 8-byte stores, which store forwarding cannot serve.
-      r.strict = RoiAlignTier{low_[0][c], high_[0][c], bound_[0][c]};
-      r.storage = RoiAlignTier{low_[last_tier][c], high_[last_tier][c], bound_[last_tier][c]};
-      r.range_ok = range_ok_[c] != 0 && ctx.geometry_in_range;
-      r.unconstrained = false;
+      r = RoiAlignElement{average[c], {low0[c], high0[c], bound0[c]}, {low1[c], high1[c], bound1[c]},
+                          range_ok[c] != 0 && geometry_in_range, false};
     }
   }
 
