@@ -388,6 +388,8 @@ class ClosedFormBin {
     }
     sum_fp32_.resize(channels);
     for (auto& scratch : discarded_) scratch.resize(channels);
+    slope_x_.resize(channels);
+    slope_y_.resize(channels);
     for (auto* lane : {&average_, &fallback_, &range_ok_, &low_[0], &low_[1], &high_[0], &high_[1], &bound_[0],
                        &bound_[1]})
       lane->resize(channels);
@@ -405,7 +407,7 @@ class ClosedFormBin {
     for (const Sample* s = begin; s != end; ++s) {
       if (!s->counted) continue;
       locate(*s);
-      add_sample<kStorage>(ctx, base, plane_size, *s, clean_window);
+      add_sample<kStorage>(ctx, *s, clean_window);
     }
     finish(ctx, base, plane_size, begin, end, bins, bin, results);
   }
@@ -474,8 +476,7 @@ class ClosedFormBin {
   // products_normal hold for a plain sample): nothing can overflow, be subnormal or be
   // inexact on input but a cancelling sum, so term_steps' checks are skipped.
   template <DType kStorage>
-  void add_sample(const ElementContext& ctx, const double* base, std::size_t plane_size, const Sample& s,
-                  bool clean_window) {
+  void add_sample(const ElementContext& ctx, const Sample& s, bool clean_window) {
     bool in_cell[kTiers], all_in_cell = true, ambiguous = false;
     for (int tier = 0; tier < ctx.distinct_tiers; ++tier) {
       in_cell[tier] = within_cell(s, tier);
@@ -502,7 +503,7 @@ class ClosedFormBin {
     else
       clean ? lanes(Two{}, Yes{}, Yes{}) : s.inside ? lanes(Two{}, No{}, Yes{}) : lanes(Two{}, No{}, No{});
     for (int tier = 0; tier < ctx.distinct_tiers; ++tier)
-      if (!in_cell[tier]) add_window_slopes(ctx, base, plane_size, s, tier);
+      if (!in_cell[tier]) add_window_slopes(ctx, s, tier);
     if (ambiguous) flip_terms<kStorage>(ctx, s);
     if (!clean && std::find(inexact_.begin(), inexact_.end(), 1.0) != inexact_.end()) input_errors<kStorage>(ctx, s);
   }
@@ -705,9 +706,25 @@ class ClosedFormBin {
   // order (long runs the prefetcher follows; per bin they were a few scattered lines per
   // plane, and the copy was a third of the oracle's time) and the window written whole.
   // A band's window fits in L2 at the bench's sizes (4 rows x 28 columns x 256 channels).
-  void transpose_band(const double* base, std::size_t plane_size, std::int64_t width, const Sample* begin,
-                      const Sample* end) {
+  void transpose_band(const ElementContext& ctx, const double* base, const Sample* begin, const Sample* end) {
+    const std::int64_t width = ctx.map.width;
+    const auto plane_size = static_cast<std::size_t>(ctx.map.height * width);
     pixel_axes(begin, end, band_rows_, band_columns_);
+    // The cells a position error may reach beyond the sample's own (add_window_slopes).
+    for (const Sample* s = begin; s != end; ++s) {
+      if (!s->counted) continue;
+      for (int tier = 0; tier < ctx.distinct_tiers; ++tier) {
+        if (within_cell(*s, tier)) continue;
+        const SlopeWindow w = slope_window(*s, tier, ctx.map.height, width);
+        for (std::int64_t row = w.first_row; row <= w.last_row; ++row) band_rows_.push_back(static_cast<int>(row));
+        for (std::int64_t column = w.first_column; column <= w.last_column; ++column)
+          band_columns_.push_back(static_cast<int>(column));
+      }
+    }
+    for (auto* axis : {&band_rows_, &band_columns_}) {
+      std::sort(axis->begin(), axis->end());
+      axis->erase(std::unique(axis->begin(), axis->end()), axis->end());
+    }
     const std::size_t n = channels_, pixels = band_rows_.size() * band_columns_.size();
     if (window_.size() < pixels * n) window_.resize(pixels * n);
     constexpr std::size_t kBlock = 8;
@@ -775,16 +792,37 @@ class ClosedFormBin {
   }
 
   // A position error that may leave the sample's cell: the slopes of every cell it may
-  // reach (position_slopes), channel by channel.
-  void add_window_slopes(const ElementContext& ctx, const double* base, std::size_t plane_size, const Sample& s,
-                         int tier) {
-    const SlopeWindow window = slope_window(s, tier, ctx.map.height, ctx.map.width);
-    double* extra = extra_[tier].data();
-    for (std::size_t c = 0; c < channels_; ++c) {
-      double slope_x, slope_y;
-      window_slopes(base + c * plane_size, ctx.map.width, window, slope_x, slope_y);
-      extra[c] += slope_x * s.error_x[tier] + slope_y * s.error_y[tier];
+  // reach (position_slopes, window_slopes), the channels as lanes. transpose_band put the
+  // window's pixels in the band's, consecutive rows and columns of the map at consecutive
+  // indices.
+  void add_window_slopes(const ElementContext& ctx, const Sample& s, int tier) {
+    const SlopeWindow w = slope_window(s, tier, ctx.map.height, ctx.map.width);
+    const std::size_t n = channels_, columns = band_columns_.size();
+    const std::size_t first_column = band_index(band_columns_, static_cast<int>(w.first_column));
+    const auto steps = static_cast<std::size_t>(w.last_column - w.first_column);
+    double* slope_x = slope_x_.data();
+    double* slope_y = slope_y_.data();
+    std::fill_n(slope_x, n, 0.0);
+    std::fill_n(slope_y, n, 0.0);
+    const std::size_t first_row = band_index(band_rows_, static_cast<int>(w.first_row));
+    for (std::int64_t row = w.first_row; row <= w.last_row; ++row) {
+      const double* here = &window_[((first_row + static_cast<std::size_t>(row - w.first_row)) * columns + first_column) * n];
+      for (std::size_t k = 0; k < steps; ++k) largest_difference(n, here + k * n, here + (k + 1) * n, slope_x);
+      if (row < w.last_row)
+        for (std::size_t k = 0; k <= steps; ++k) largest_difference(n, here + k * n, here + (columns + k) * n, slope_y);
     }
+    window_error(n, slope_x, slope_y, s.error_x[tier], s.error_y[tier], extra_[tier].data());
+  }
+
+  // add_window_slopes' lanes: the largest |b - a| so far, and the error the slopes carry.
+  DETFUZZ_CHANNEL_LOOPS static void largest_difference(std::size_t n, const double* __restrict a,
+                                                       const double* __restrict b, double* __restrict largest) {
+    for (std::size_t c = 0; c < n; ++c) largest[c] = std::max(largest[c], std::fabs(b[c] - a[c]));
+  }
+  DETFUZZ_CHANNEL_LOOPS static void window_error(std::size_t n, const double* __restrict slope_x,
+                                                 const double* __restrict slope_y, double error_x, double error_y,
+                                                 double* __restrict extra) {
+    for (std::size_t c = 0; c < n; ++c) extra[c] += slope_x[c] * error_x + slope_y[c] * error_y;
   }
 
   // Pixels the storage dtype does not hold (a case file's values, say): each tracked format
@@ -933,6 +971,7 @@ class ClosedFormBin {
   // Per tier, cell slopes of an error that leaves the cell (one per tier: the lanes' restrict
   // pointers must not meet).
   std::vector<double> discarded_[kTiers];
+  std::vector<double> slope_x_, slope_y_;  // add_window_slopes' per-channel slopes
   // finish_lanes' per-channel answers.
   std::vector<double> average_, fallback_, range_ok_, low_[kTiers], high_[kTiers], bound_[kTiers];
 };
@@ -984,11 +1023,10 @@ void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int 
   } else {
     thread_local ClosedFormBin lanes;
     lanes.prepare(static_cast<std::size_t>(map.channels));
-    const auto plane_size = static_cast<std::size_t>(map.height * map.width);
     const auto band_bins = static_cast<std::size_t>(p.pooled_width);
     for (std::size_t bin = 0; bin < bins; ++bin) {
       const Sample* begin = samples.data() + bin * per_bin;
-      if (bin % band_bins == 0) lanes.transpose_band(base, plane_size, map.width, begin, begin + band_bins * per_bin);
+      if (bin % band_bins == 0) lanes.transpose_band(ctx, base, begin, begin + band_bins * per_bin);
       switch (storage) {
         case DType::fp16: lanes.evaluate<DType::fp16>(ctx, base, begin, begin + per_bin, bins, bin, results); break;
         case DType::bf16: lanes.evaluate<DType::bf16>(ctx, base, begin, begin + per_bin, bins, bin, results); break;
