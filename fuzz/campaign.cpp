@@ -412,18 +412,22 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         }
         return requests;
       };
-      std::vector<CaseRequest> requests = batch_from(cell->summary.cases);
-      while (!requests.empty() && seconds_since(slice_start) < kSliceSeconds && budget_left()) {
-        const auto batch_start = Clock::now();
+      // Batches go to the runner ahead of their turn, one beyond the batch being taken in
+      // (CaseRunner::prefetch): the worker computes while the campaign receives, bookkeeps
+      // and minimizes. Only while the slice has time left; every batch sent is taken in.
+      bool exhausted = false;  // every case of the cell has been sent
+      auto send_ahead = [&](std::uint64_t first) {
+        std::vector<CaseRequest> requests;
+        if (seconds_since(slice_start) >= kSliceSeconds || !budget_left()) return requests;
+        requests = batch_from(first);
+        exhausted = requests.empty();
+        runner.prefetch(*plan.op, requests);
+        return requests;
+      };
+      std::vector<CaseRequest> requests = send_ahead(cell->summary.cases);
+      while (!requests.empty()) {
+        std::vector<CaseRequest> next = send_ahead(cell->summary.cases + requests.size());
         std::vector<CaseOutcome> outcomes = runner.run_cases(*plan.op, requests);
-        // The next batch goes to the worker before this one is taken in, when the slice has
-        // room for it: the worker computes while the campaign bookkeeps and minimizes.
-        std::vector<CaseRequest> next;
-        const bool room = seconds_since(slice_start) + seconds_since(batch_start) < kSliceSeconds;
-        if (outcomes.size() == requests.size()) {
-          next = batch_from(cell->summary.cases + requests.size());
-          if (room && budget_left()) runner.prefetch(*plan.op, next);
-        }
         for (std::size_t b = 0; b < outcomes.size(); ++b) {
           process_outcome(*cell, requests[b], outcomes[b], runner, slice_start);
           if (first_failure_found) break;
@@ -433,10 +437,14 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
           snapshot.elapsed_s = seconds_since(start);
           progress.tick(snapshot);
         }
-        if (outcomes.size() < requests.size()) break;  // interrupted
+        if (outcomes.size() < requests.size()) {  // interrupted: these cases have not all run
+          exhausted = false;
+          break;
+        }
+        if (first_failure_found) break;
         requests = std::move(next);
       }
-      if (requests.empty()) cell->done = true;  // every case of the cell has run
+      if (exhausted) cell->done = true;  // every case of the cell has run
       std::lock_guard<std::mutex> lock(shared);
       cell->elapsed_s += seconds_since(slice_start);
       cell->busy = false;

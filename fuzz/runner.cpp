@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -143,9 +144,20 @@ class Worker {
     // fast op's case.
     std::string lines;
     for (const auto& message : messages) lines += message.dump() + "\n";
-    write_ahead(lines);
+    write_ahead(lines, false);
     if (!send(lines)) return died();
     return std::nullopt;
+  }
+
+  // Sends messages behind others whose answers are not all in. False if the worker cannot
+  // take them: it died, and the answers it gave before, then its death, are still to be
+  // collected (submit's died() would close the pipe they wait in).
+  bool send_ahead(const std::vector<nlohmann::json>& messages) {
+    if (pid_ <= 0 || pinged_) return false;
+    std::string lines;
+    for (const auto& message : messages) lines += message.dump() + "\n";
+    write_ahead(lines, true);
+    return send(lines);
   }
 
   // The answers to `count` submitted messages in order, each within timeout_s of the
@@ -219,11 +231,14 @@ class Worker {
     }
   }
 
-  void write_ahead(const std::string& lines) {
+  // `behind`: sent after messages still running, which the file keeps.
+  void write_ahead(const std::string& lines, bool behind) {
     // The messages about to be sent (a batch of cases is one), one per line, on disk before
     // they run: what a person finds after the whole campaign died. Replaced atomically, as
-    // scratch: this runs for every batch and every minimization step.
-    corpus::write_file_atomically(inflight_path_, lines, corpus::WriteMode::scratch);
+    // scratch: this runs for every batch and every minimization step. A message is sent
+    // behind one other at most (WorkerRunner::prefetch).
+    corpus::write_file_atomically(inflight_path_, behind ? last_sent_ + lines : lines, corpus::WriteMode::scratch);
+    last_sent_ = lines;
   }
 
   bool send(const std::string& line) {
@@ -323,6 +338,7 @@ class Worker {
 
   WorkerOptions options_;
   std::string stderr_path_, inflight_path_;
+  std::string last_sent_;  // the last messages sent, as written ahead
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1, doorbell_ = -1;
   bool pinged_ = false;
@@ -343,12 +359,17 @@ class WorkerRunner final : public CaseRunner {
   }
 
   std::vector<CaseOutcome> run_cases(const OpHarness& op, const std::vector<CaseRequest>& requests) override {
-    // The cases prefetched, if these are they; anything else prefetched is dropped.
+    // The oldest batch prefetched, if these are its cases (its answers, or none where it
+    // must be sent again); anything else prefetched is received and dropped.
     std::vector<Worker::Reply> replies;
-    const bool prefetched = prefetched_op_ == &op && prefetched_ == requests;
-    drain_prefetch();
-    if (prefetched) replies = std::move(prefetched_replies_);
-    forget_prefetch();
+    if (!prefetched_.empty() && prefetched_.front().op == &op && prefetched_.front().requests == requests) {
+      receive_prefetched(1);
+      replies = std::move(prefetched_.front().replies);
+      prefetched_.pop_front();
+    } else {
+      receive_prefetched(prefetched_.size());
+      prefetched_.clear();
+    }
     std::vector<CaseOutcome> outcomes;
     while (outcomes.size() < requests.size()) {
       const double case_timeout = timeout(op, requests[outcomes.size()]);
@@ -381,22 +402,29 @@ class WorkerRunner final : public CaseRunner {
     return outcomes;
   }
 
-  // The worker starts on these cases now, while the campaign takes in the batch before;
-  // run_cases with the same requests collects them. Any other request first waits for them.
+  // The worker starts on these cases as soon as it is done with those sent before: the
+  // campaign sends the next batch before it takes in the one before, so the worker never
+  // waits while the campaign reads, parses and bookkeeps a batch (about 6% of a lane's time
+  // with one batch in flight). run_cases with the same requests collects them; any other
+  // request first receives them. Two in flight at most: a batch (kMaxBatch cases, about
+  // 15 KB) always fits in the request pipe beside the one the worker is reading, so
+  // sending never blocks on a worker that is blocked on us.
   void prefetch(const OpHarness& op, const std::vector<CaseRequest>& requests) override {
-    drain_prefetch();
-    forget_prefetch();
     if (requests.empty()) return;
-    const std::vector<nlohmann::json> messages{runs_message(op, requests)};
-    prefetched_op_ = &op;
-    prefetched_ = requests;
-    prefetch_timeout_s_ = timeout(op, requests.front());
-    if (auto failed = workers_[0]->submit(messages)) {
-      prefetched_replies_ = {*failed};
+    if (prefetched_.size() >= kMostInFlight) receive_prefetched(prefetched_.size() - kMostInFlight + 1);
+    Prefetched batch{&op, requests, timeout(op, requests.front()), requests.size(), {}};
+    const std::vector<nlohmann::json> message{runs_message(op, requests)};
+    const bool behind = std::any_of(prefetched_.begin(), prefetched_.end(), [](const Prefetched& b) { return b.pending > 0; });
+    if (behind) {
+      // A worker that cannot take it died in the batch before, whose answers say so when
+      // received: not this batch's doing. It is sent again when run.
+      if (!workers_[0]->send_ahead(message)) batch.pending = 0;
+    } else if (auto failed = workers_[0]->submit(message)) {
+      batch.pending = 0;
+      batch.replies = {*failed};
       after_casualty(failed->outcome);
-      return;
     }
-    pending_ = requests.size();
+    prefetched_.push_back(std::move(batch));
   }
 
   compare::Judgement judge_input(const OpHarness& op, const CaseRequest& request,
@@ -492,7 +520,7 @@ class WorkerRunner final : public CaseRunner {
   // kernels that crash often cost a swap, not a LibTorch start, per death.
   std::vector<Worker::Reply> send_to_worker(const std::vector<nlohmann::json>& messages, std::size_t answers,
                                            double timeout_s) {
-    drain_prefetch();  // its answers come first on the pipe
+    receive_prefetched(prefetched_.size());  // their answers come first on the pipe
     std::vector<Worker::Reply> replies = workers_[0]->requests(messages, answers, timeout_s);
     after_casualty(replies.back().outcome);
     return replies;
@@ -505,18 +533,22 @@ class WorkerRunner final : public CaseRunner {
     }
   }
 
-  // Receives the prefetched cases' answers (kept for run_cases).
-  void drain_prefetch() {
-    if (pending_ == 0) return;
-    prefetched_replies_ = workers_[0]->collect(pending_, prefetch_timeout_s_);
-    pending_ = 0;
-    after_casualty(prefetched_replies_.back().outcome);
-  }
-
-  void forget_prefetch() {
-    prefetched_op_ = nullptr;
-    prefetched_.clear();
-    prefetched_replies_.clear();
+  // Receives the answers of the `count` oldest prefetched batches (kept for run_cases). A
+  // death or timeout ends its batch's answers; the batches after it went to the dead worker
+  // and are sent again when run.
+  void receive_prefetched(std::size_t count) {
+    for (std::size_t i = 0; i < count && i < prefetched_.size(); ++i) {
+      Prefetched& batch = prefetched_[i];
+      if (batch.pending == 0) continue;
+      batch.replies = workers_[0]->collect(batch.pending, batch.timeout_s);
+      batch.pending = 0;
+      const Worker::Outcome outcome = batch.replies.back().outcome;
+      if (outcome == Worker::Outcome::died || outcome == Worker::Outcome::timed_out) {
+        for (std::size_t later = i + 1; later < prefetched_.size(); ++later) prefetched_[later].pending = 0;
+        after_casualty(outcome);
+        return;
+      }
+    }
   }
 
   // A batch of one cell's cases as one message (one line to write ahead, parse and send,
@@ -538,11 +570,17 @@ class WorkerRunner final : public CaseRunner {
     return message;
   }
 
-  const OpHarness* prefetched_op_ = nullptr;
-  std::vector<CaseRequest> prefetched_;
-  std::vector<Worker::Reply> prefetched_replies_;
-  std::size_t pending_ = 0;  // prefetched messages whose answers are still on the pipe
-  double prefetch_timeout_s_ = 0;
+  // Batches sent ahead, oldest first: answers still on the pipe (pending), or received
+  // (replies; none for a batch the worker could not take, which run_cases sends again).
+  struct Prefetched {
+    const OpHarness* op;
+    std::vector<CaseRequest> requests;
+    double timeout_s;
+    std::size_t pending;
+    std::vector<Worker::Reply> replies;
+  };
+  static constexpr std::size_t kMostInFlight = 2;
+  std::deque<Prefetched> prefetched_;
 
   WorkerOptions options_;
   std::unique_ptr<Worker> workers_[2];
@@ -550,52 +588,62 @@ class WorkerRunner final : public CaseRunner {
 
 // ---------------------------------------------------------------- worker side
 
+// A judgement as the worker answers it; a run's also with its size, times and magnitude.
+nlohmann::json judgement_answer(const compare::Judgement& judgement) {
+  nlohmann::json verdicts = nlohmann::json::array();
+  for (const auto& v : judgement.verdicts) verdicts.push_back(verdict_json(v));
+  return {{"verdicts", std::move(verdicts)}, {"max_normalized_error", judgement.max_normalized_error}};
+}
+
+nlohmann::json run_answer(const CaseOutcome& outcome) {
+  nlohmann::json reply = judgement_answer(outcome.judgement);
+  const CaseTimes& t = outcome.times;
+  reply["size"] = outcome.size;
+  reply["times"] = {t.generation_s, t.kernel_s, t.oracle_s, t.judge_s};
+  if (outcome.input_magnitude >= 0) reply["magnitude"] = outcome.input_magnitude;
+  return reply;
+}
+
+// The cell a message names: its op (nullptr when unknown) and a request for its cases.
+struct MessageCell {
+  const OpHarness* op = nullptr;
+  CaseRequest request;
+};
+
+MessageCell message_cell(const Registry& registry, const nlohmann::json& message) {
+  MessageCell cell{registry.find(message.at("op").get<std::string>()), {}};
+  CaseRequest& r = cell.request;
+  r.target = message.at("target").get<std::string>();
+  r.dtype = parse_dtype(message.at("dtype").get<std::string>()).value_or(DType::fp32);
+  r.device = message.at("device") == "cuda" ? Device::cuda : Device::cpu;
+  r.max_boxes = message.value("max_boxes", r.max_boxes);
+  r.hostile = message.value("hostile", false);
+  return cell;
+}
+
+nlohmann::json unknown_op(const nlohmann::json& message) {
+  return {{"error", "unknown op " + message.at("op").get<std::string>()}};
+}
+
 nlohmann::json answer(const Registry& registry, const nlohmann::json& request) {
   const std::string cmd = request.at("cmd");
   if (cmd == "ping") return {{"ready", true}};
-  const OpHarness* op = registry.find(request.at("op").get<std::string>());
-  if (!op) return {{"error", "unknown op " + request.at("op").get<std::string>()}};
-  const std::string target = request.at("target");
-  const DType dtype = parse_dtype(request.at("dtype").get<std::string>()).value_or(DType::fp32);
-  const Device device = request.at("device") == "cuda" ? Device::cuda : Device::cpu;
+  const MessageCell cell = message_cell(registry, request);
+  if (!cell.op) return unknown_op(request);
+  const CaseRequest& r = cell.request;
   if (cmd == "probe") {
-    auto reason = op->unsupported_reason(target, dtype, device);
+    auto reason = cell.op->unsupported_reason(r.target, r.dtype, r.device);
     return {{"unsupported", reason ? nlohmann::json(*reason) : nlohmann::json(nullptr)}};
   }
-  compare::Judgement judgement;
-  std::size_t size = 0;
-  CaseTimes times;
-  double magnitude = -1;
-  if (cmd == "run") {
-    CaseRequest r{target, dtype, device, std::stoull(request.at("case_seed").get<std::string>()),
-                  request.at("generator_size").get<int>(), request.at("max_boxes").get<int>(),
-                  request.value("hostile", false)};
-    CaseOutcome outcome = op->run_case(r);
-    judgement = std::move(outcome.judgement);
-    size = outcome.size;
-    times = outcome.times;
-    magnitude = outcome.input_magnitude;
-  } else if (cmd == "judge") {
-    judgement = op->judge_json(request.at("input"), target, dtype, device);
-  } else if (cmd == "evaluate") {
-    Evaluation evaluation = op->evaluate(request.at("input"), target, dtype, device);
-    nlohmann::json verdicts = nlohmann::json::array();
-    for (const auto& v : evaluation.judgement.verdicts) verdicts.push_back(verdict_json(v));
-    return {{"verdicts", verdicts},
-            {"max_normalized_error", evaluation.judgement.max_normalized_error},
-            {"output", evaluation.output},
-            {"side_by_side", evaluation.side_by_side}};
-  } else {
-    return {{"error", "unknown command " + cmd}};
+  if (cmd == "judge") return judgement_answer(cell.op->judge_json(request.at("input"), r.target, r.dtype, r.device));
+  if (cmd == "evaluate") {
+    Evaluation evaluation = cell.op->evaluate(request.at("input"), r.target, r.dtype, r.device);
+    nlohmann::json reply = judgement_answer(evaluation.judgement);
+    reply["output"] = evaluation.output;
+    reply["side_by_side"] = evaluation.side_by_side;
+    return reply;
   }
-  nlohmann::json verdicts = nlohmann::json::array();
-  for (const auto& v : judgement.verdicts) verdicts.push_back(verdict_json(v));
-  nlohmann::json reply = {{"verdicts", verdicts},
-                         {"max_normalized_error", judgement.max_normalized_error},
-                         {"size", size},
-                         {"times", {times.generation_s, times.kernel_s, times.oracle_s, times.judge_s}}};
-  if (magnitude >= 0) reply["magnitude"] = magnitude;
-  return reply;
+  return {{"error", "unknown command " + cmd}};
 }
 
 }  // namespace
@@ -656,15 +704,21 @@ int serve_worker(const Registry& registry, int doorbell_fd) {
       reply_with([&] { return answer(registry, request); });
       return;
     }
-    // A batch: one "run" per case, the cell's fields shared.
-    const nlohmann::json cases = request.value("cases", nlohmann::json::array());
-    request.erase("cases");
-    request["cmd"] = "run";
-    for (const nlohmann::json& one : cases)
+    // A batch of one cell's cases: the cell read once, each case answered as it ends.
+    MessageCell cell;
+    try {
+      cell = message_cell(registry, request);
+    } catch (const std::exception& e) {
+      send({{"error", e.what()}});
+      return;
+    }
+    for (const nlohmann::json& one : request.value("cases", nlohmann::json::array()))
       reply_with([&] {
-        request["case_seed"] = one.at(0);
-        request["generator_size"] = one.at(1);
-        return answer(registry, request);
+        if (!cell.op) return unknown_op(request);
+        CaseRequest r = cell.request;
+        r.case_seed = std::stoull(one.at(0).get<std::string>());
+        r.generator_size = one.at(1).get<int>();
+        return run_answer(cell.op->run_case(r));
       });
   };
   for (std::string line; std::getline(std::cin, line);) {
