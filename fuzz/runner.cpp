@@ -625,15 +625,15 @@ MessageCell message_cell(const Registry& registry, const nlohmann::json& message
   return cell;
 }
 
-nlohmann::json unknown_op(const nlohmann::json& message) {
-  return {{"error", "unknown op " + message.at("op").get<std::string>()}};
+std::string unknown_op(const nlohmann::json& message) {
+  return "unknown op " + message.at("op").get<std::string>();
 }
 
 nlohmann::json answer(const Registry& registry, const nlohmann::json& request) {
   const std::string cmd = request.at("cmd");
   if (cmd == "ping") return {{"ready", true}};
   const MessageCell cell = message_cell(registry, request);
-  if (!cell.op) return unknown_op(request);
+  if (!cell.op) return {{"error", unknown_op(request)}};
   const CaseRequest& r = cell.request;
   if (cmd == "probe") {
     auto reason = cell.op->unsupported_reason(r.target, r.dtype, r.device);
@@ -708,17 +708,19 @@ int serve_worker(const Registry& registry, int doorbell_fd) {
       reply_with([&] { return answer(registry, request); });
       return;
     }
-    // A batch of one cell's cases: the cell read once, each case answered as it ends.
+    // A batch of one cell's cases: the cell read once, each case answered as it ends (a
+    // cell that cannot be read, with its error: the campaign counts one answer per case).
     MessageCell cell;
+    std::string cell_error;
     try {
       cell = message_cell(registry, request);
+      if (!cell.op) cell_error = unknown_op(request);
     } catch (const std::exception& e) {
-      send({{"error", e.what()}});
-      return;
+      cell_error = e.what();
     }
     for (const nlohmann::json& one : request.value("cases", nlohmann::json::array()))
       reply_with([&] {
-        if (!cell.op) return unknown_op(request);
+        if (!cell_error.empty()) return nlohmann::json{{"error", cell_error}};
         CaseRequest r = cell.request;
         r.case_seed = std::stoull(one.at(0).get<std::string>());
         r.generator_size = one.at(1).get<int>();

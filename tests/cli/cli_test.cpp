@@ -508,6 +508,28 @@ TEST_F(Cli, CrashingAndHangingKernelsBecomeMinimizedFindingsAndTheCampaignGoesOn
   EXPECT_EQ(replay.status, 0) << replay.output;
 }
 
+// A worker answers every case of a batch on a line of its own, also when it cannot read the
+// batch's cell: the campaign counts one answer per case (fuzz/runner.cpp).
+TEST_F(Cli, WorkerAnswersEveryCaseOfABatchItCannotRead) {
+  fs::create_directories(dir_);
+  std::ofstream(dir_ / "batches.jsonl")
+      << R"({"cmd":"runs","op":"no_such_op","target":"x","dtype":"fp32","device":"cpu","cases":[["1",2],["3",4]]})"
+      << "\n"
+      << R"({"cmd":"runs","op":"box_area","cases":[["5",6],["7",8],["9",10]]})" << "\n"
+      << R"({"cmd":"runs","op":"box_area","target":"aten","dtype":"fp32","device":"cpu","cases":[["11",12]]})"
+      << "\n";
+  Result r = detfuzz::testing::shell("(" + detfuzz::testing::binary() + " worker < " + dir() + "/batches.jsonl 2>/dev/null)");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::vector<nlohmann::json> answers;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) answers.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(answers.size(), 6u) << r.output;
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(answers[i].value("error", ""), "unknown op no_such_op") << answers[i];
+  for (int i = 2; i < 5; ++i) EXPECT_NE(answers[i].value("error", "").find("target"), std::string::npos) << answers[i];
+  EXPECT_TRUE(answers[5].contains("verdicts")) << answers[5];
+  EXPECT_EQ(answers[5]["times"].size(), 4u) << answers[5];
+}
+
 // Starts detfuzz with `arguments` as our own child (output discarded) and returns its pid.
 pid_t spawn_detfuzz(const std::vector<std::string>& arguments) {
   const char* binary = std::getenv("DETFUZZ_BINARY");
