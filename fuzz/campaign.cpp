@@ -213,6 +213,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
 reports::Report run_campaign(const Registry& registry, const CampaignOptions& options,
                              ProgressSink& progress, const std::vector<CaseRunner*>& lanes) {
   if (lanes.empty()) throw Error(ErrorKind::internal, "run_campaign: no lane to run cases on");
+  for (CaseRunner* lane : lanes) lane->warm_up();
   const std::vector<CellPlan> plans = plan_cells(registry, options);
   const auto start = Clock::now();
   reports::Report report;

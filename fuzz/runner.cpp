@@ -356,11 +356,9 @@ class WorkerRunner final : public CaseRunner {
       : options_(std::move(options)),
         workers_{std::make_unique<Worker>(options_, 0), std::make_unique<Worker>(options_, 1)} {
     ::signal(SIGPIPE, SIG_IGN);  // a dead worker's pipe must be an error, not our death
-    // Started now, not at the first case: every lane's worker loads LibTorch while the
-    // campaign probes its cells (on the first lane's), instead of inside a cell's first
-    // slice, where it was a cell's "other" time (0.65 s of it).
-    workers_[0]->warm_up();
   }
+
+  void warm_up() override { workers_[0]->warm_up(); }
 
   std::vector<CaseOutcome> run_cases(const OpHarness& op, const std::vector<CaseRequest>& requests) override {
     // The oldest batch prefetched, if these are its cases (its answers, or none where it

@@ -23,6 +23,10 @@ class CaseRunner {
   // them at once, computing while the campaign takes in the batch before. Nothing changes
   // in what run_cases returns; in this process it does nothing.
   virtual void prefetch(const OpHarness& op, const std::vector<CaseRequest>& requests) {}
+  // Gets ready to run cases without waiting (a worker starts loading LibTorch). The campaign
+  // calls it for every lane before it probes the cells on the first: otherwise a later lane's
+  // worker loads inside its first cell's first slice, as that cell's overhead (0.65 s here).
+  virtual void warm_up() {}
   // An explicit input (a shrink candidate) in the cell of `request`.
   virtual compare::Judgement judge_input(const OpHarness& op, const CaseRequest& request,
                                          const nlohmann::json& input) = 0;
