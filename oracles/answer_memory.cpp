@@ -53,7 +53,10 @@ void* allocate_answer_bytes(std::size_t bytes) {
   if (bytes >= kHugeAnswerBytes) {
     const std::size_t span = huge_pages_for(bytes);
     if (kept.memory != nullptr && kept.span >= span && kept.span / 2 <= span) {
-      void* memory = kept.memory;
+      // Trimmed to this answer's span: free_answer_bytes unmaps what the answer's size
+      // says, and a longer mapping would leave its tail mapped for good.
+      char* memory = static_cast<char*>(kept.memory);
+      if (kept.span > span) munmap(memory + span, kept.span - span);
       kept.memory = nullptr;
       kept.span = 0;
       return memory;

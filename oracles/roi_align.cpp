@@ -698,14 +698,14 @@ class ClosedFormBin {
   }
 
  public:
-  // The pixels a band's (a row of bins') counted samples read, every channel of one pixel
-  // contiguous: window_[(row index * columns + column index) * channels + c], over the
-  // band's rows and columns. A bin's samples are a grid and a band's share their rows, so
-  // this is at most four pixels per sample and usually far fewer. Channels are a plane
-  // apart in the map: eight at a time, pixel by pixel, each plane's band rows are read in
-  // order (long runs the prefetcher follows; per bin they were a few scattered lines per
-  // plane, and the copy was a third of the oracle's time) and the window written whole.
-  // A band's window fits in L2 at the bench's sizes (4 rows x 28 columns x 256 channels).
+  // The pixels a band's (a row of bins') counted samples read, and the slope windows of
+  // those whose position error may leave their cell (add_window_slopes), every channel of
+  // one pixel contiguous: window_[(row index * columns + column index) * channels + c], over
+  // the band's rows and columns. A bin's samples are a grid and a band's share their rows,
+  // so this is at most four pixels per sample and usually far fewer. Channels are a plane
+  // apart in the map: eight at a time, pixel by pixel, the window written whole. (Per band
+  // rather than per bin measured no faster by itself; it is what lets the slope windows
+  // be read here instead of plane by plane from the map.)
   void transpose_band(const ElementContext& ctx, const double* base, const Sample* begin, const Sample* end) {
     const std::int64_t width = ctx.map.width;
     const auto plane_size = static_cast<std::size_t>(ctx.map.height * width);
@@ -721,10 +721,8 @@ class ClosedFormBin {
           band_columns_.push_back(static_cast<int>(column));
       }
     }
-    for (auto* axis : {&band_rows_, &band_columns_}) {
-      std::sort(axis->begin(), axis->end());
-      axis->erase(std::unique(axis->begin(), axis->end()), axis->end());
-    }
+    sort_unique(band_rows_);
+    sort_unique(band_columns_);
     const std::size_t n = channels_, pixels = band_rows_.size() * band_columns_.size();
     if (window_.size() < pixels * n) window_.resize(pixels * n);
     constexpr std::size_t kBlock = 8;
@@ -758,13 +756,16 @@ class ClosedFormBin {
       rows.insert(rows.end(), {s->y_low, s->y_high});
       columns.insert(columns.end(), {s->x_low, s->x_high});
     }
-    for (auto* axis : {&rows, &columns}) {
-      std::sort(axis->begin(), axis->end());
-      axis->erase(std::unique(axis->begin(), axis->end()), axis->end());
-    }
+    sort_unique(rows);
+    sort_unique(columns);
   }
 
-  // The bin's rows and columns as indices into the band's (rows_, columns_).
+  static void sort_unique(std::vector<int>& axis) {
+    std::sort(axis.begin(), axis.end());
+    axis.erase(std::unique(axis.begin(), axis.end()), axis.end());
+  }
+
+  // The bin's rows and columns (rows_, columns_) as indices into the band's.
   void bin_pixels(const Sample* begin, const Sample* end) {
     pixel_axes(begin, end, bin_rows_, bin_columns_);
     auto indices = [](const std::vector<int>& of, const std::vector<int>& in, std::vector<std::size_t>& into) {
