@@ -1,5 +1,7 @@
 #include "corpus/atomic_file.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -8,8 +10,18 @@
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <utility>
 
 namespace detfuzz::corpus {
+
+namespace {
+
+[[noreturn]] void cannot_write(const std::string& path, int error) {
+  throw std::runtime_error("cannot write " + path + ": " + std::strerror(error) +
+                           " (check that the directory exists and is writable)");
+}
+
+}  // namespace
 
 void write_file_atomically(const std::string& path, const std::string& contents, WriteMode mode) {
   // pid + a counter: concurrent writers (shards, threads) never share a temporary name.
@@ -17,9 +29,7 @@ void write_file_atomically(const std::string& path, const std::string& contents,
   const std::string temporary =
       path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   std::FILE* file = std::fopen(temporary.c_str(), "wb");
-  if (!file)
-    throw std::runtime_error("cannot write " + temporary + ": " + std::strerror(errno) +
-                             " (check that the directory exists and is writable)");
+  if (!file) cannot_write(temporary, errno);
   bool ok = std::fwrite(contents.data(), 1, contents.size(), file) == contents.size();
   ok = std::fflush(file) == 0 && ok;
   if (mode == WriteMode::durable) ok = ::fsync(::fileno(file)) == 0 && ok;
@@ -30,6 +40,55 @@ void write_file_atomically(const std::string& path, const std::string& contents,
     std::remove(temporary.c_str());
     throw std::runtime_error("cannot write " + path + ": " + std::strerror(error));
   }
+}
+
+ScratchFile::ScratchFile(std::string path, Replacement replacement)
+    : path_(std::move(path)), companion_path_(path_ + ".swap"), replacement_(replacement) {}
+
+ScratchFile::~ScratchFile() {
+  if (companion_ >= 0) ::unlink(companion_path_.c_str());  // only ever the previous contents
+  close_files();
+}
+
+void ScratchFile::close_files() {
+  for (int* fd : {&current_, &companion_}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+}
+
+void ScratchFile::replace(const std::string& contents) {
+  if (replacement_ == Replacement::rename) {
+    write_file_atomically(path_, contents, WriteMode::scratch);
+    return;
+  }
+  if (current_ < 0) {  // the first write: both names made
+    write_file_atomically(path_, contents, WriteMode::scratch);
+    current_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (current_ < 0) cannot_write(path_, errno);
+    companion_ = ::open(companion_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (companion_ < 0) cannot_write(companion_path_, errno);
+    return;
+  }
+  for (std::size_t written = 0; written < contents.size();) {
+    const ssize_t n = ::pwrite(companion_, contents.data() + written, contents.size() - written,
+                               static_cast<off_t>(written));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) cannot_write(companion_path_, n < 0 ? errno : ENOSPC);
+    written += static_cast<std::size_t>(n);
+  }
+  if (::ftruncate(companion_, static_cast<off_t>(contents.size())) != 0) cannot_write(companion_path_, errno);
+  if (::renameat2(AT_FDCWD, companion_path_.c_str(), AT_FDCWD, path_.c_str(), RENAME_EXCHANGE) != 0) {
+    const int error = errno;
+    if (error != EINVAL && error != ENOSYS && error != EOPNOTSUPP) cannot_write(path_, error);
+    // A file system that cannot exchange names (NFS, say): a fresh file per write.
+    ::unlink(companion_path_.c_str());
+    close_files();
+    replacement_ = Replacement::rename;
+    write_file_atomically(path_, contents, WriteMode::scratch);
+    return;
+  }
+  std::swap(current_, companion_);
 }
 
 void ensure_directory(const std::string& dir) {

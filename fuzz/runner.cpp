@@ -123,10 +123,11 @@ class Worker {
     pinged_ = send(nlohmann::json{{"cmd", "ping"}}.dump() + "\n");
   }
 
-  Worker(const WorkerOptions& options, int index) : options_(options) {
+  Worker(const WorkerOptions& options, int index)
+      : options_(options),
+        stderr_path_(options.scratch_dir + "/worker-" + std::to_string(index) + ".stderr"),
+        inflight_(options.scratch_dir + "/inflight-" + std::to_string(index) + ".jsonl") {
     corpus::ensure_directory(options.scratch_dir);
-    stderr_path_ = options.scratch_dir + "/worker-" + std::to_string(index) + ".stderr";
-    inflight_path_ = options.scratch_dir + "/inflight-" + std::to_string(index) + ".jsonl";
   }
   ~Worker() { stop(); }
 
@@ -234,10 +235,10 @@ class Worker {
   // `behind`: sent after messages still running, which the file keeps.
   void write_ahead(const std::string& lines, bool behind) {
     // The messages about to be sent (a batch of cases is one), one per line, on disk before
-    // they run: what a person finds after the whole campaign died. Replaced atomically, as
-    // scratch: this runs for every batch and every minimization step. A message is sent
-    // behind one other at most (WorkerRunner::prefetch).
-    corpus::write_file_atomically(inflight_path_, behind ? last_sent_ + lines : lines, corpus::WriteMode::scratch);
+    // they run: what a person finds after the whole campaign died. A ScratchFile: this runs
+    // for every batch and every minimization step. A message is sent behind one other at
+    // most (WorkerRunner::prefetch).
+    inflight_.replace(behind ? last_sent_ + lines : lines);
     last_sent_ = lines;
   }
 
@@ -337,7 +338,8 @@ class Worker {
   }
 
   WorkerOptions options_;
-  std::string stderr_path_, inflight_path_;
+  std::string stderr_path_;
+  corpus::ScratchFile inflight_;
   std::string last_sent_;  // the last messages sent, as written ahead
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1, doorbell_ = -1;

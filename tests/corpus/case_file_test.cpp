@@ -4,7 +4,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <atomic>
 #include <iterator>
+#include <thread>
 
 #include "corpus/atomic_file.h"
 #include "corpus/case_file.h"
@@ -103,6 +105,53 @@ TEST_F(CorpusDir, EveryWriteModeReplacesTheWholeFileAndLeavesNoTemporary) {
     EXPECT_EQ(files, 1u);
     fs::remove(path);
   }
+}
+
+std::string file_text(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Shorter after longer and back, by exchange and by rename: the file holds the last
+// contents whole, and once the writer is gone nothing but the file is left.
+TEST_F(CorpusDir, ScratchFileHoldsExactlyTheLastContentsAndLeavesNothingElse) {
+  for (auto replacement : {ScratchFile::Replacement::exchange, ScratchFile::Replacement::rename}) {
+    const fs::path path = dir_ / "inflight.jsonl";
+    {
+      ScratchFile file(path.string(), replacement);
+      for (const char* contents : {"{\"a\": 1}\n{\"b\": 2}\n", "{\"c\": 3}\n", "{\"d\": 44444}\n", "{}\n"}) {
+        file.replace(contents);
+        EXPECT_EQ(file_text(path), contents);
+      }
+    }
+    std::size_t files = 0;
+    for (const auto& entry : fs::directory_iterator(dir_)) files += entry.is_regular_file();
+    EXPECT_EQ(files, 1u) << "after writing by " << (replacement == ScratchFile::Replacement::exchange ? "exchange" : "rename");
+    fs::remove(path);
+  }
+}
+
+// A reader that opens the file while it is rewritten, again and again, finds one whole
+// version each time: never a mix of two, never a cut one, never none.
+TEST_F(CorpusDir, ScratchFileIsNeverTornNorAbsentForAReader) {
+  const fs::path path = dir_ / "inflight.jsonl";
+  const std::string longer = std::string(6000, 'a') + "\n", shorter = std::string(100, 'b') + "\n";
+  ScratchFile file(path.string());
+  file.replace(longer);
+  std::atomic<bool> done{false};
+  std::atomic<int> reads{0}, bad{0};
+  std::string example;
+  std::thread reader([&] {
+    while (!done) {
+      const std::string text = file_text(path);
+      ++reads;
+      if (text != longer && text != shorter && bad++ == 0) example = text.substr(0, 80);
+    }
+  });
+  for (int i = 0; i < 4000 || reads < 200; ++i) file.replace(i % 2 ? longer : shorter);
+  done = true;
+  reader.join();
+  EXPECT_EQ(bad.load(), 0) << "of " << reads << " reads; the first: '" << example << "' (" << example.size() << " chars shown)";
 }
 
 TEST_F(CorpusDir, MalformedFilesNameTheFileAndTheProblem) {
