@@ -402,69 +402,22 @@ class ClosedFormBin {
                 std::size_t bins, std::size_t bin, RoiAlignElement* results) {
     const auto plane_size = static_cast<std::size_t>(ctx.map.height * ctx.map.width);
     reset();
-    bin_pixels(begin, end);
-    const bool clean_window = inspect_window<kStorage>(ctx, static_cast<std::size_t>(end - begin));
     for (const Sample* s = begin; s != end; ++s) {
       if (!s->counted) continue;
       locate(*s);
-      add_sample<kStorage>(ctx, *s, clean_window);
+      add_sample<kStorage>(ctx, *s, band_clean_);
     }
     finish(ctx, base, plane_size, begin, end, bins, bin, results);
   }
 
  private:
-  // Whether the window's pixels spare the plain samples the per-channel checks of term_steps:
-  // all finite and held by the storage dtype (no input errors), and small enough that no
-  // step of the bin (at most per_bin terms of magnitude <= max |pixel|, weights in [0, 1])
-  // nor the sum of their magnitudes can leave the strict format's range. products_normal
-  // then checks, per sample, that no product (nor so any pixel) is below the normal range:
-  // only a cancelling sum can be, which the clean loop still watches.
-  template <DType kStorage>
-  bool inspect_window(const ElementContext& ctx, std::size_t per_bin) {
-    const double inf = std::numeric_limits<double>::infinity();
-    const std::size_t n = channels_, columns = band_columns_.size();
-    // Per channel first (a reduction over one running value does not vectorize), in the
-    // per-sample arrays, which hold nothing before the bin's first sample.
-    double* __restrict held = term_.data();
-    double* __restrict largest = term_rounding_.data();
-    double* __restrict smallest = inexact_.data();
-    std::fill_n(held, n, 1.0);
-    std::fill_n(largest, n, 0.0);
-    std::fill_n(smallest, n, inf);
-    for (std::size_t row : rows_)
-      for (std::size_t column : columns_)
-        pixel_extremes<kStorage>(n, &window_[(row * columns + column) * n], held, largest, smallest);
-    double all_held = 1, largest_of_all = 0, smallest_of_all = inf;
-    for (std::size_t c = 0; c < n; ++c) {
-      all_held = std::min(all_held, held[c]);
-      largest_of_all = std::max(largest_of_all, largest[c]);
-      smallest_of_all = std::min(smallest_of_all, smallest[c]);
-    }
-    const double terms = static_cast<double>(per_bin) + 8;
-    window_smallest_ = smallest_of_all;
-    return all_held == 1 && largest_of_all * terms * terms * 2 <= ctx.strict.max_finite;
-  }
-
-  // inspect_window's lanes: one pixel's channels into the running flags and extremes.
-  template <DType kStorage>
-  DETFUZZ_CHANNEL_LOOPS static void pixel_extremes(std::size_t n, const double* __restrict values,
-                                                   double* __restrict held, double* __restrict largest,
-                                                   double* __restrict smallest) {
-    for (std::size_t c = 0; c < n; ++c) {
-      const double v = values[c], magnitude = std::fabs(v);
-      held[c] = std::min(held[c], storage_holds<kStorage>(v) ? 1.0 : 0.0);
-      largest[c] = std::max(largest[c], magnitude);
-      smallest[c] = std::min(smallest[c], nonzero(magnitude));
-    }
-  }
-
   // Whether every product of the sample's nonzero weights with a window's nonzero pixel is
   // normal in every tracked format (twice the largest smallest normal, for fp64's rounding).
   // An all-zero window (smallest nonzero pixel infinite) has no product to check.
   bool products_normal(const ElementContext& ctx, const Sample& s) const {
     double weight = std::numeric_limits<double>::infinity();
     for (const Tracked& w : s.weight) weight = std::min(weight, nonzero(std::fabs(w.value)));
-    return weight * window_smallest_ >= 2 * ctx.smallest_normal;
+    return weight * band_.smallest >= 2 * ctx.smallest_normal;
   }
 
   // One counted sample's term into the bin's elements, every channel at once. Most samples
@@ -472,8 +425,8 @@ class ClosedFormBin {
   // lanes (sample_lanes) do everything in one pass: the sum and its step magnitudes, the
   // fp32 sum, the propagated errors and the cell slopes. The rest add what only they need
   // after those lanes: the slopes of a position error that leaves its cell, and for an
-  // ambiguous sample the term it may add or drop. kClean (inspect_window and
-  // products_normal hold for a plain sample): nothing can overflow, be subnormal or be
+  // ambiguous sample the term it may add or drop. kClean (the band is clean,
+  // transpose_band, and products_normal holds for a plain sample): nothing can overflow, be subnormal or be
   // inexact on input but a cancelling sum, so term_steps' checks are skipped.
   template <DType kStorage>
   void add_sample(const ElementContext& ctx, const Sample& s, bool clean_window) {
@@ -702,11 +655,19 @@ class ClosedFormBin {
   // those whose position error may leave their cell (add_window_slopes), every channel of
   // one pixel contiguous: window_[(row index * columns + column index) * channels + c], over
   // the band's rows and columns. A bin's samples are a grid and a band's share their rows,
-  // so this is at most four pixels per sample and usually far fewer. Channels are a plane
-  // apart in the map: eight at a time, pixel by pixel, the window written whole. (Per band
-  // rather than per bin measured no faster by itself; it is what lets the slope windows
-  // be read here instead of plane by plane from the map.)
-  void transpose_band(const ElementContext& ctx, const double* base, const Sample* begin, const Sample* end) {
+  // so this is at most four pixels per sample and usually far fewer. (Per band rather than
+  // per bin measured no faster by itself; it is what lets the slope windows be read here
+  // instead of plane by plane from the map.) Then whether the band is clean: whether its
+  // pixels spare the plain samples the per-channel checks of term_steps. All are finite and
+  // held by the storage dtype (no input errors), and small enough that no step of a bin (at
+  // most per_bin terms of magnitude <= max |pixel|, weights in [0, 1]) nor the sum of their
+  // magnitudes can leave the strict format's range. products_normal then checks, per
+  // sample, that no product (nor so any pixel) is below the normal range: only a cancelling
+  // sum can be, which the clean loop still watches. Over the band's pixels, not each bin's:
+  // a superset, so never clean where a bin is not.
+  template <DType kStorage>
+  void transpose_band(const ElementContext& ctx, const double* base, const Sample* begin, const Sample* end,
+                      std::size_t per_bin) {
     const std::int64_t width = ctx.map.width;
     const auto plane_size = static_cast<std::size_t>(ctx.map.height * width);
     pixel_axes(begin, end, band_rows_, band_columns_);
@@ -725,25 +686,21 @@ class ClosedFormBin {
     sort_unique(band_columns_);
     const std::size_t n = channels_, pixels = band_rows_.size() * band_columns_.size();
     if (window_.size() < pixels * n) window_.resize(pixels * n);
-    constexpr std::size_t kBlock = 8;
+    offsets_.clear();
+    for (int row : band_rows_)
+      for (int column : band_columns_) offsets_.push_back(static_cast<std::size_t>(row * width + column));
+    band_ = BandExtremes{};
     for (std::size_t first = 0; first < n; first += kBlock) {
-      const std::size_t block = std::min(kBlock, n - first);
-      double* into = &window_[first];
-      for (int row : band_rows_)
-        for (int column : band_columns_) {
-          const double* from = base + first * plane_size + static_cast<std::size_t>(row * width + column);
-          if (block == kBlock) {  // a fixed count: unrolled, no test per channel
-            // The next block's lines, while this one's load: the planes are too far apart
-            // for the hardware prefetcher, and each (plane, row) run is too short to train it.
-            if (first + 2 * kBlock <= n)
-              for (std::size_t c = kBlock; c < 2 * kBlock; ++c) __builtin_prefetch(from + c * plane_size);
-            for (std::size_t c = 0; c < kBlock; ++c) into[c] = from[c * plane_size];
-          } else {
-            for (std::size_t c = 0; c < block; ++c) into[c] = from[c * plane_size];
-          }
-          into += n;
-        }
+      const double* from = base + first * plane_size;
+      if (first + kBlock <= n)
+        transpose_block<kStorage, kBlock>(from, plane_size, offsets_.data(), pixels, first + 2 * kBlock <= n,
+                                          &window_[first], n, band_);
+      else
+        transpose_block<kStorage, 1>(from, plane_size, offsets_.data(), pixels, false, &window_[first], n, band_,
+                                     n - first);
     }
+    const double terms = static_cast<double>(per_bin) + 8;
+    band_clean_ = band_.all_held && band_.largest * terms * terms * 2 <= ctx.strict.max_finite;
   }
 
  private:
@@ -763,17 +720,6 @@ class ClosedFormBin {
   static void sort_unique(std::vector<int>& axis) {
     std::sort(axis.begin(), axis.end());
     axis.erase(std::unique(axis.begin(), axis.end()), axis.end());
-  }
-
-  // The bin's rows and columns (rows_, columns_) as indices into the band's.
-  void bin_pixels(const Sample* begin, const Sample* end) {
-    pixel_axes(begin, end, bin_rows_, bin_columns_);
-    auto indices = [](const std::vector<int>& of, const std::vector<int>& in, std::vector<std::size_t>& into) {
-      into.clear();
-      for (int at : of) into.push_back(band_index(in, at));
-    };
-    indices(bin_rows_, band_rows_, rows_);
-    indices(bin_columns_, band_columns_, columns_);
   }
 
   static std::size_t band_index(const std::vector<int>& axis, int at) {
@@ -953,6 +899,54 @@ class ClosedFormBin {
     }
   }
 
+  // Channels are a plane apart in the map: transpose_band copies eight at a time, pixel by
+  // pixel, the window written whole.
+  static constexpr std::size_t kBlock = 8;
+
+  // Over a band's pixels, every channel: all held by the storage dtype, the largest
+  // magnitude, the smallest nonzero one.
+  struct BandExtremes {
+    bool all_held = true;
+    double largest = 0, smallest = std::numeric_limits<double>::infinity();
+  };
+
+  // One block of channels (kCount of them, or `count` where kCount is 1: the last block),
+  // every pixel of the band: the pixels at plane offsets offsets[0, pixels) of the
+  // block's planes into into[p * stride + c], and their extremes into `extremes`, while
+  // they are in registers (a pass over the window per bin was a tenth of a 1-RoI call).
+  template <DType kStorage, std::size_t kCount>
+  DETFUZZ_CHANNEL_LOOPS static void transpose_block(const double* __restrict from, std::size_t plane_size,
+                                                    const std::size_t* __restrict offsets, std::size_t pixels,
+                                                    bool prefetch_next, double* __restrict into, std::size_t stride,
+                                                    BandExtremes& extremes, std::size_t count = kCount) {
+    double held[kCount], largest[kCount], smallest[kCount];
+    for (std::size_t c = 0; c < kCount; ++c) {
+      held[c] = 1;
+      largest[c] = 0;
+      smallest[c] = std::numeric_limits<double>::infinity();
+    }
+    for (std::size_t p = 0; p < pixels; ++p, into += stride) {
+      const double* pixel = from + offsets[p];
+      if (kCount > 1 && prefetch_next)
+        // The next block's lines, while this one's load: the planes are too far apart for
+        // the hardware prefetcher, and each (plane, row) run is too short to train it.
+        for (std::size_t c = kCount; c < 2 * kCount; ++c) __builtin_prefetch(pixel + c * plane_size);
+      for (std::size_t c = 0; c < (kCount > 1 ? kCount : count); ++c) {  // kCount > 1: unrolled
+        const std::size_t lane = kCount > 1 ? c : 0;
+        const double v = pixel[c * plane_size], magnitude = std::fabs(v);
+        into[c] = v;
+        held[lane] = std::min(held[lane], storage_holds<kStorage>(v) ? 1.0 : 0.0);
+        largest[lane] = std::max(largest[lane], magnitude);
+        smallest[lane] = std::min(smallest[lane], nonzero(magnitude));
+      }
+    }
+    for (std::size_t c = 0; c < kCount; ++c) {
+      extremes.all_held = extremes.all_held && held[c] == 1;
+      extremes.largest = std::max(extremes.largest, largest[c]);
+      extremes.smallest = std::min(extremes.smallest, smallest[c]);
+    }
+  }
+
   std::size_t channels_ = 0;
   // Per channel, over the bin's samples so far: the sum, the magnitudes of its steps, the
   // largest and smallest nonzero step magnitude, the propagated errors per slot, the
@@ -961,11 +955,11 @@ class ClosedFormBin {
       flip_high_[kTiers], extra_[kTiers];
   std::vector<float> sum_fp32_;
   std::vector<int> band_rows_, band_columns_;  // of the map, that the band's samples read
-  std::vector<int> bin_rows_, bin_columns_;    // of the map, that the bin's samples read
-  std::vector<std::size_t> rows_, columns_;    // the bin's, as indices into the band's
+  std::vector<std::size_t> offsets_;           // the band's pixels in a plane, row by row
   std::vector<double> window_;                 // transpose_band
-  const double* pixels_[4]{};        // the current sample's, in window_
-  double window_smallest_ = 0;       // the smallest nonzero magnitude of the bin's pixels
+  BandExtremes band_;                          // of the band's pixels
+  bool band_clean_ = false;                    // transpose_band
+  const double* pixels_[4]{};                  // the current sample's, in window_
   // The current sample's per channel: pixels the storage dtype does not hold (1), its
   // term, the term's step magnitudes and propagated error per slot.
   std::vector<double> inexact_, term_, term_rounding_, term_propagated_[3];
@@ -1025,15 +1019,19 @@ void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int 
     thread_local ClosedFormBin lanes;
     lanes.prepare(static_cast<std::size_t>(map.channels));
     const auto band_bins = static_cast<std::size_t>(p.pooled_width);
-    for (std::size_t bin = 0; bin < bins; ++bin) {
-      const Sample* begin = samples.data() + bin * per_bin;
-      if (bin % band_bins == 0) lanes.transpose_band(ctx, base, begin, begin + band_bins * per_bin);
-      switch (storage) {
-        case DType::fp16: lanes.evaluate<DType::fp16>(ctx, base, begin, begin + per_bin, bins, bin, results); break;
-        case DType::bf16: lanes.evaluate<DType::bf16>(ctx, base, begin, begin + per_bin, bins, bin, results); break;
-        case DType::fp32: lanes.evaluate<DType::fp32>(ctx, base, begin, begin + per_bin, bins, bin, results); break;
-        default: lanes.evaluate<DType::fp64>(ctx, base, begin, begin + per_bin, bins, bin, results); break;
+    auto bins_of = [&](auto storage_type) {
+      constexpr DType kStorage = decltype(storage_type)::value;
+      for (std::size_t bin = 0; bin < bins; ++bin) {
+        const Sample* begin = samples.data() + bin * per_bin;
+        if (bin % band_bins == 0) lanes.transpose_band<kStorage>(ctx, base, begin, begin + band_bins * per_bin, per_bin);
+        lanes.evaluate<kStorage>(ctx, base, begin, begin + per_bin, bins, bin, results);
       }
+    };
+    switch (storage) {
+      case DType::fp16: bins_of(std::integral_constant<DType, DType::fp16>{}); break;
+      case DType::bf16: bins_of(std::integral_constant<DType, DType::bf16>{}); break;
+      case DType::fp32: bins_of(std::integral_constant<DType, DType::fp32>{}); break;
+      default: bins_of(std::integral_constant<DType, DType::fp64>{}); break;
     }
   }
 }
