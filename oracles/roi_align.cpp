@@ -687,16 +687,21 @@ class ClosedFormBin {
     const std::size_t n = channels_, pixels = band_rows_.size() * band_columns_.size();
     if (window_.size() < pixels * n) window_.resize(pixels * n);
     offsets_.clear();
+    new_line_.clear();
     for (int row : band_rows_)
-      for (int column : band_columns_) offsets_.push_back(static_cast<std::size_t>(row * width + column));
+      for (int column : band_columns_) {
+        const auto offset = static_cast<std::size_t>(row * width + column);
+        new_line_.push_back(offsets_.empty() || line_of(base + offset) != line_of(base + offsets_.back()));
+        offsets_.push_back(offset);
+      }
     band_ = BandExtremes{};
     for (std::size_t first = 0; first < n; first += kBlock) {
       const double* from = base + first * plane_size;
       if (first + kBlock <= n)
-        transpose_block<kStorage, kBlock>(from, plane_size, offsets_.data(), pixels, first + 2 * kBlock <= n,
+        transpose_block<kStorage, kBlock>(from, plane_size, offsets_.data(), new_line_.data(), pixels, first + 2 * kBlock <= n,
                                           &window_[first], n, band_);
       else
-        transpose_block<kStorage, 1>(from, plane_size, offsets_.data(), pixels, false, &window_[first], n, band_,
+        transpose_block<kStorage, 1>(from, plane_size, offsets_.data(), new_line_.data(), pixels, false, &window_[first], n, band_,
                                      n - first);
     }
     const double terms = static_cast<double>(per_bin) + 8;
@@ -899,6 +904,8 @@ class ClosedFormBin {
     }
   }
 
+  static std::uintptr_t line_of(const double* at) { return reinterpret_cast<std::uintptr_t>(at) / 64; }
+
   // Channels are a plane apart in the map: transpose_band copies eight at a time, pixel by
   // pixel, the window written whole.
   static constexpr std::size_t kBlock = 8;
@@ -916,7 +923,8 @@ class ClosedFormBin {
   // they are in registers (a pass over the window per bin was a tenth of a 1-RoI call).
   template <DType kStorage, std::size_t kCount>
   DETFUZZ_CHANNEL_LOOPS static void transpose_block(const double* __restrict from, std::size_t plane_size,
-                                                    const std::size_t* __restrict offsets, std::size_t pixels,
+                                                    const std::size_t* __restrict offsets,
+                                                    const unsigned char* __restrict new_line, std::size_t pixels,
                                                     bool prefetch_next, double* __restrict into, std::size_t stride,
                                                     BandExtremes& extremes, std::size_t count = kCount) {
     double held[kCount], largest[kCount], smallest[kCount];
@@ -927,7 +935,7 @@ class ClosedFormBin {
     }
     for (std::size_t p = 0; p < pixels; ++p, into += stride) {
       const double* pixel = from + offsets[p];
-      if (kCount > 1 && prefetch_next)
+      if (kCount > 1 && prefetch_next && new_line[p])
         // The next block's lines, while this one's load: the planes are too far apart for
         // the hardware prefetcher, and each (plane, row) run is too short to train it.
         for (std::size_t c = kCount; c < 2 * kCount; ++c) __builtin_prefetch(pixel + c * plane_size);
@@ -956,6 +964,7 @@ class ClosedFormBin {
   std::vector<float> sum_fp32_;
   std::vector<int> band_rows_, band_columns_;  // of the map, that the band's samples read
   std::vector<std::size_t> offsets_;           // the band's pixels in a plane, row by row
+  std::vector<unsigned char> new_line_;        // whether an offset's cache line is not the one before's
   std::vector<double> window_;                 // transpose_band
   BandExtremes band_;                          // of the band's pixels
   bool band_clean_ = false;                    // transpose_band
