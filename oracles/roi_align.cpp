@@ -425,11 +425,11 @@ class ClosedFormBin {
   // lanes (sample_lanes) do everything in one pass: the sum and its step magnitudes, the
   // fp32 sum, the propagated errors and the cell slopes. The rest add what only they need
   // after those lanes: the slopes of a position error that leaves its cell, and for an
-  // ambiguous sample the term it may add or drop. kClean (the band is clean,
-  // transpose_band, and products_normal holds for a plain sample): nothing can overflow, be subnormal or be
-  // inexact on input but a cancelling sum, so term_steps' checks are skipped.
+  // ambiguous sample the term it may add or drop. kClean (the band is clean, see
+  // transpose_band, and products_normal holds for a plain sample): nothing can overflow, be
+  // subnormal or be inexact on input but a cancelling sum, so term_steps' checks are skipped.
   template <DType kStorage>
-  void add_sample(const ElementContext& ctx, const Sample& s, bool clean_window) {
+  void add_sample(const ElementContext& ctx, const Sample& s, bool clean_band) {
     bool in_cell[kTiers], all_in_cell = true, ambiguous = false;
     for (int tier = 0; tier < ctx.distinct_tiers; ++tier) {
       in_cell[tier] = within_cell(s, tier);
@@ -437,7 +437,7 @@ class ClosedFormBin {
       ambiguous = ambiguous || s.ambiguous[tier];
     }
     const bool plain = s.inside && all_in_cell && !ambiguous;
-    const bool clean = plain && clean_window && products_normal(ctx, s);
+    const bool clean = plain && clean_band && products_normal(ctx, s);
     // A tier whose error leaves the cell takes its slopes from add_window_slopes below: the
     // lanes' cell slopes for it go to scratch.
     double* extra[kTiers];
@@ -697,11 +697,13 @@ class ClosedFormBin {
     band_ = BandExtremes{};
     for (std::size_t first = 0; first < n; first += kBlock) {
       const double* from = base + first * plane_size;
+      const std::size_t* offsets = offsets_.data();
+      const unsigned char* new_line = new_line_.data();
       if (first + kBlock <= n)
-        transpose_block<kStorage, kBlock>(from, plane_size, offsets_.data(), new_line_.data(), pixels, first + 2 * kBlock <= n,
+        transpose_block<kStorage, kBlock>(from, plane_size, offsets, new_line, pixels, first + 2 * kBlock <= n,
                                           &window_[first], n, band_);
       else
-        transpose_block<kStorage, 1>(from, plane_size, offsets_.data(), new_line_.data(), pixels, false, &window_[first], n, band_,
+        transpose_block<kStorage, 1>(from, plane_size, offsets, new_line, pixels, false, &window_[first], n, band_,
                                      n - first);
     }
     const double terms = static_cast<double>(per_bin) + 8;
@@ -937,7 +939,8 @@ class ClosedFormBin {
       const double* pixel = from + offsets[p];
       if (kCount > 1 && prefetch_next && new_line[p])
         // The next block's lines, while this one's load: the planes are too far apart for
-        // the hardware prefetcher, and each (plane, row) run is too short to train it.
+        // the hardware prefetcher, and each (plane, row) run is too short to train it. Once
+        // per line (of channel 0's plane: a hint, exact where a plane is whole lines).
         for (std::size_t c = kCount; c < 2 * kCount; ++c) __builtin_prefetch(pixel + c * plane_size);
       for (std::size_t c = 0; c < (kCount > 1 ? kCount : count); ++c) {  // kCount > 1: unrolled
         const std::size_t lane = kCount > 1 ? c : 0;
@@ -964,7 +967,7 @@ class ClosedFormBin {
   std::vector<float> sum_fp32_;
   std::vector<int> band_rows_, band_columns_;  // of the map, that the band's samples read
   std::vector<std::size_t> offsets_;           // the band's pixels in a plane, row by row
-  std::vector<unsigned char> new_line_;        // whether an offset's cache line is not the one before's
+  std::vector<unsigned char> new_line_;        // whether an offset starts a cache line of the band
   std::vector<double> window_;                 // transpose_band
   BandExtremes band_;                          // of the band's pixels
   bool band_clean_ = false;                    // transpose_band
@@ -1032,7 +1035,8 @@ void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int 
       constexpr DType kStorage = decltype(storage_type)::value;
       for (std::size_t bin = 0; bin < bins; ++bin) {
         const Sample* begin = samples.data() + bin * per_bin;
-        if (bin % band_bins == 0) lanes.transpose_band<kStorage>(ctx, base, begin, begin + band_bins * per_bin, per_bin);
+        if (bin % band_bins == 0)
+          lanes.transpose_band<kStorage>(ctx, base, begin, begin + band_bins * per_bin, per_bin);
         lanes.evaluate<kStorage>(ctx, base, begin, begin + per_bin, bins, bin, results);
       }
     };

@@ -126,7 +126,8 @@ TEST_F(CorpusDir, ScratchFileHoldsExactlyTheLastContentsAndLeavesNothingElse) {
     }
     std::size_t files = 0;
     for (const auto& entry : fs::directory_iterator(dir_)) files += entry.is_regular_file();
-    EXPECT_EQ(files, 1u) << "after writing by " << (replacement == ScratchFile::Replacement::exchange ? "exchange" : "rename");
+    const bool by_exchange = replacement == ScratchFile::Replacement::exchange;
+    EXPECT_EQ(files, 1u) << "after writing by " << (by_exchange ? "exchange" : "rename");
     fs::remove(path);
   }
 }
