@@ -11,6 +11,7 @@
 
 #include "fuzz/compare/batched_nms_compare.h"
 #include "fuzz/compare/nms_replay.h"
+#include "kernels/native/launch.h"
 #include "kernels/target.h"
 #include "kernels/tensor_convert.h"
 #include "kernels/torchvision/dispatch.h"
@@ -77,11 +78,13 @@ void BM_NmsOracleQuadratic(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(oracles::nms_quadratic(p));
 }
 
-void BM_TorchvisionNms(benchmark::State& state) {
+// A target's whole call (torchvision's, or native: detfuzz's bitmask NMS in host emulation),
+// fp32, boxes converted and sorted as a campaign's case does.
+void BM_NmsTarget(benchmark::State& state, const char* name) {
   static const auto targets = kernels::nms_targets(kConfig);
-  const auto& torchvision = target_named(targets, "torchvision");
+  const auto& target = target_named(targets, name);
   const NmsProblem p = nms_problem(static_cast<std::size_t>(state.range(0)));
-  for (auto _ : state) benchmark::DoNotOptimize(torchvision.run(p, DType::fp32, Device::cpu));
+  for (auto _ : state) benchmark::DoNotOptimize(target.run(p, DType::fp32, Device::cpu));
 }
 
 // The whole NMS verdict: the oracle's replay of torchvision's kept set, with tolerances.
@@ -186,10 +189,30 @@ void BM_TorchvisionRoiAlignKernel(benchmark::State& state, DType dtype) {
   for (auto _ : state) benchmark::DoNotOptimize(call());
 }
 
+// detfuzz's own RoIAlign kernel in host emulation (one output element at a time, the CUDA
+// kernel's element function), fp32, the map converted once outside the timed loop: the
+// counterpart of TorchvisionRoiAlignKernel/fp32.
+void BM_NativeRoiAlignKernel(benchmark::State& state) {
+  const RoiAlignProblem p = roi_align_problem(static_cast<std::size_t>(state.range(0)));
+  const std::vector<float> input(p.input.values.begin(), p.input.values.end());  // exact: the values are floats
+  std::vector<float> rois;
+  for (const Roi& r : p.rois)
+    for (double v : {r.batch_index, r.x1, r.y1, r.x2, r.y2}) rois.push_back(static_cast<float>(v));
+  const native::RoiShape shape{p.input.batch, p.input.channels, p.input.height, p.input.width,
+                               static_cast<std::int64_t>(p.rois.size()), p.pooled_height, p.pooled_width};
+  auto call = [&] {
+    return native::roi_align<float>(native::Backend::host_emulation, shape, input, rois, p.spatial_scale,
+                                    p.sampling_ratio, p.aligned);
+  };
+  benchmark::DoNotOptimize(call());
+  for (auto _ : state) benchmark::DoNotOptimize(call());
+}
+
 #define DETFUZZ_BOX_SIZES ->Arg(10)->Arg(1000)->Arg(10000)->Arg(30000)->Unit(benchmark::kMillisecond)
 BENCHMARK(BM_NmsOracle) DETFUZZ_BOX_SIZES;
 BENCHMARK(BM_NmsOracleQuadratic)->Arg(10)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_TorchvisionNms) DETFUZZ_BOX_SIZES;
+BENCHMARK_CAPTURE(BM_NmsTarget, torchvision, "torchvision") DETFUZZ_BOX_SIZES;
+BENCHMARK_CAPTURE(BM_NmsTarget, native, "native") DETFUZZ_BOX_SIZES;
 BENCHMARK(BM_NmsJudge) DETFUZZ_BOX_SIZES;
 BENCHMARK(BM_BatchedNmsOracle) DETFUZZ_BOX_SIZES;
 BENCHMARK(BM_TorchvisionBatchedNms) DETFUZZ_BOX_SIZES;
@@ -200,6 +223,7 @@ BENCHMARK(BM_RoiAlignOracleReference)->Arg(1)->Arg(10)->Unit(benchmark::kMillise
 BENCHMARK(BM_TorchvisionRoiAlign) DETFUZZ_ROI_COUNTS;
 BENCHMARK_CAPTURE(BM_TorchvisionRoiAlignKernel, fp32, DType::fp32) DETFUZZ_ROI_COUNTS;
 BENCHMARK_CAPTURE(BM_TorchvisionRoiAlignKernel, fp64, DType::fp64) DETFUZZ_ROI_COUNTS;
+BENCHMARK(BM_NativeRoiAlignKernel) DETFUZZ_ROI_COUNTS;
 
 }  // namespace
 }  // namespace detfuzz
