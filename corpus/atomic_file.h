@@ -25,7 +25,7 @@ void write_file_atomically(const std::string& path, const std::string& contents,
 // a companion file (PATH.swap) whose name is then exchanged with PATH's (renameat2
 // RENAME_EXCHANGE); both stay open and swap roles. A fresh temporary per write cost ext4 an
 // inode allocation each time (its search for one not recently deleted was most of the
-// cost): 29 against 7.4 us a write measured here, and a quarter of a campaign process's
+// cost): 29 against 7.4 us a write measured here, and over a third of a campaign process's
 // time. Where the file system cannot exchange names, each write is write_file_atomically's
 // scratch mode. The companion holds the previous contents, or part of the next.
 class ScratchFile {
@@ -38,7 +38,6 @@ class ScratchFile {
 
   // std::runtime_error naming the path and the system's reason on failure.
   void replace(const std::string& contents);
-  const std::string& path() const { return path_; }
 
  private:
   void close_files();
