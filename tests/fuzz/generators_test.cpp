@@ -3,13 +3,21 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <string>
 
 #include "fuzz/gen/boxes.h"
+#include "fuzz/ops/op_harness.h"
 #include "fuzz/gen/rois.h"
 #include "oracles/box_iou.h"
 
 namespace detfuzz::gen {
 namespace {
+
+std::uint64_t fnv1a(const std::string& text, std::uint64_t hash = 1469598103934665603ULL) {
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ULL;
+  return hash;
+}
 
 bool valid_in(DType dtype, const Box& b) {
   for (double v : {b.x1, b.y1, b.x2, b.y2})
@@ -117,6 +125,43 @@ TEST(BoxGenerators, SmallSizesGiveSmallerSets) {
     large += generator(rc::Random(seed), 100).value().boxes.size();
   }
   EXPECT_LT(small * 3, large);
+}
+
+// A nightly run reports a failing case by its seed, and tomorrow's detfuzz must rebuild the
+// same case from it: every op's cases for fixed seeds are pinned here (a hash of their JSON,
+// 20 seeds and sizes per dtype, a quarter of them hostile). A generator change that changes
+// them must be deliberate: update the pin and say so, since every stored seed then names
+// another case. (Restructuring a generator for speed keeps them: regression_loss's did.)
+TEST(CaseStreams, EveryOpsSeedsStillGiveThePinnedCases) {
+  const std::map<std::string, std::uint64_t> pinned = {
+      {"nms", 0xa07aceed0fa3ca89ULL},          {"batched_nms", 0xa1ee9826bef73406ULL},
+      {"box_iou", 0xb09d11ca807f0cc5ULL},      {"box_area", 0x1625230feb5610c8ULL},
+      {"generalized_box_iou", 0xb09d11ca807f0cc5ULL}, {"giou_loss", 0xf5f87f075263cb6cULL},
+      {"box_coder", 0xef7ce8c0909296cbULL},    {"regression_loss", 0xa6c019c88fca3f7cULL},
+      {"fast_rcnn_loss", 0x194aae4ee7d13ccfULL}, {"matcher", 0xff348515d6b0b26aULL},
+      {"roi_align", 0x6fad97011cbf9cf4ULL},    {"roi_pool", 0x741574493d4f5620ULL},
+  };
+  const fuzz::Registry registry = fuzz::default_registry(kernels::KernelConfig{});
+  for (const auto& op : registry.ops) {
+    std::uint64_t hash = 1469598103934665603ULL;
+    for (DType dtype : kFloatDTypes)
+      for (std::uint64_t index = 0; index < 20; ++index) {
+        fuzz::CaseRequest request;
+        request.dtype = dtype;
+        request.case_seed = 7919 * index + 17;
+        request.generator_size = static_cast<int>(index * 5);
+        request.hostile = index % 4 == 3;
+        hash = fnv1a(op->generated_input(request).dump(), hash);
+      }
+    const auto pin = pinned.find(op->name());
+    if (pin == pinned.end()) {
+      ADD_FAILURE() << "op " << op->name() << " has no pinned case stream: {\"" << op->name() << "\", 0x" << std::hex
+                    << hash << "ULL},";
+      continue;
+    }
+    EXPECT_EQ(hash, pin->second) << "op " << op->name() << ": its seeds now give other cases (now 0x" << std::hex
+                                 << hash << ")";
+  }
 }
 
 }  // namespace
