@@ -9,6 +9,7 @@
 
 #include "corpus/atomic_file.h"
 #include "model/dtype.h"
+#include "model/hash.h"
 #include "model/error.h"
 
 namespace detfuzz::corpus {
@@ -41,12 +42,6 @@ nlohmann::json object_field(const nlohmann::json& json, const std::string& key, 
   if (it == json.end()) return nlohmann::json::object();
   if (!it->is_object()) bad(where, key, "expected an object, got " + shown(*it));
   return *it;
-}
-
-std::uint64_t fnv1a(const std::string& text) {
-  std::uint64_t hash = 0xcbf29ce484222325ULL;
-  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ULL;
-  return hash;
 }
 
 nlohmann::json expectation_json(const Expectation& expect) {

@@ -18,6 +18,7 @@
 #include "fuzz/replay.h"
 #include "fuzz/runner.h"
 #include "model/error.h"
+#include "model/hash.h"
 
 namespace detfuzz::fuzz {
 namespace {
@@ -26,12 +27,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::uint64_t fnv1a(const std::string& text) {
-  std::uint64_t hash = 0xcbf29ce484222325ULL;
-  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ULL;
-  return hash;
 }
 
 std::uint64_t splitmix64(std::uint64_t x) {

@@ -1,10 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <atomic>
 #include <iterator>
 #include <thread>
 
