@@ -25,16 +25,16 @@ double clamp_to_range(DType dtype, double value) {
 // `n` boxes on a lattice of `steps` positions over [0, scale]: corners at scale * i / steps,
 // extents up to `max_extent` * scale. Shrinks toward the origin and toward zero extent.
 rc::Gen<Boxes> lattice_boxes(double scale, int steps, double max_extent, int n) {
-  auto box = rc::gen::map(
-      rc::gen::tuple(in_range(0, steps + 1), in_range(0, steps + 1),
-                     in_range(0, steps + 1), in_range(0, steps + 1)),
-      [scale, steps, max_extent](const std::tuple<int, int, int, int>& t) {
-        auto [x, y, w, h] = t;
+  const Column position{0, steps + 1};
+  return rows(
+      n,
+      [scale, steps, max_extent](const Row<4>& r) {
+        auto [x, y, w, h] = r;
         const double unit = scale / steps;
         double x1 = unit * x, y1 = unit * y;
         return Box{x1, y1, x1 + unit * max_extent * w, y1 + unit * max_extent * h};
-      });
-  return rc::gen::container<Boxes>(n, box);
+      },
+      position, position, position, position);
 }
 
 rc::Gen<Boxes> uniform(DType dtype, int n) {
@@ -47,14 +47,13 @@ rc::Gen<Boxes> uniform(DType dtype, int n) {
 
 rc::Gen<Boxes> grid(int n) {
   return rc::gen::mapcat(rc::gen::element(1.0, 0.5, 0.25), [n](double step) {
-    auto box = rc::gen::map(
-        rc::gen::tuple(in_range(0, 64), in_range(0, 64), in_range(0, 33),
-                       in_range(0, 33)),
-        [step](const std::tuple<int, int, int, int>& t) {
-          auto [x, y, w, h] = t;
+    return rows(
+        n,
+        [step](const Row<4>& r) {
+          auto [x, y, w, h] = r;
           return Box{step * x, step * y, step * (x + w), step * (y + h)};
-        });
-    return rc::gen::container<Boxes>(n, box);
+        },
+        Column{0, 64}, Column{0, 64}, Column{0, 33}, Column{0, 33});
   });
 }
 
@@ -70,20 +69,17 @@ rc::Gen<Boxes> clustered(DType dtype, int n) {
             [n, cap, size](const std::vector<std::pair<int, int>>& centre_list) {
               const int jitter = static_cast<int>(size / 4);
               const double spread = std::min(cap / 2048, 64.0);
-              auto box = rc::gen::map(
-                  rc::gen::tuple(in_range(0, static_cast<int>(centre_list.size())),
-                                 in_range(-jitter, jitter + 1),
-                                 in_range(-jitter, jitter + 1),
-                                 in_range(-jitter, jitter + 1),
-                                 in_range(-jitter, jitter + 1)),
-                  [centre_list, size, spread](const std::tuple<int, int, int, int, int>& t) {
-                    auto [c, dx, dy, dw, dh] = t;
+              const Column offset{-jitter, jitter + 1};
+              return rows(
+                  n,
+                  [centre_list, size, spread](const Row<5>& r) {
+                    auto [c, dx, dy, dw, dh] = r;
                     double cx = centre_list[c].first * spread, cy = centre_list[c].second * spread;
                     double w = std::max(0.0, size + dw), h = std::max(0.0, size + dh);
                     double x1 = cx + dx - w / 2, y1 = cy + dy - h / 2;
                     return Box{x1, y1, x1 + w, y1 + h};
-                  });
-              return rc::gen::container<Boxes>(n, box);
+                  },
+                  Column{0, static_cast<int>(centre_list.size())}, offset, offset, offset, offset);
             });
       });
 }
@@ -92,12 +88,8 @@ rc::Gen<Boxes> clustered(DType dtype, int n) {
 // the second box moved by a few ulps of the dtype: straddles the threshold by design.
 rc::Gen<Boxes> near_threshold(DType dtype, double focus, int n) {
   const int max_extent = static_cast<int>(std::min(coordinate_cap(dtype) / 4, 2048.0));
-  auto pair = rc::gen::map(
-      rc::gen::tuple(in_range(1, max_extent + 1), in_range(1, max_extent + 1),
-                     in_range(0, max_extent + 1), in_range(0, max_extent + 1),
-                     in_range(0, 3), in_range(-3, 4), in_range(0, 9)),
-      [dtype, focus](const std::tuple<int, int, int, int, int, int, int>& t) {
-        auto [wi, hi, oxi, oyi, construction, nudge, fraction_bits] = t;
+  auto pair = [dtype, focus](const Row<7>& r) {
+        auto [wi, hi, oxi, oyi, construction, nudge, fraction_bits] = r;
         const double unit = std::ldexp(1.0, -fraction_bits);
         double w = wi * unit, h = hi * unit, ox = oxi * unit, oy = oyi * unit;
         Box a{ox, oy, ox + w, oy + h};
@@ -111,8 +103,10 @@ rc::Gen<Boxes> near_threshold(DType dtype, double focus, int n) {
         double moved = step_ulps(dtype, b.x2, nudge);
         if (moved >= b.x1 && std::isfinite(moved)) b.x2 = moved;
         return Boxes{a, b};
-      });
-  return rc::gen::map(rc::gen::container<std::vector<Boxes>>(std::max(1, n / 2), pair),
+      };
+  const Column extent{1, max_extent + 1}, origin{0, max_extent + 1};
+  return rc::gen::map(rows(static_cast<std::size_t>(std::max(1, n / 2)), pair, extent, extent, origin, origin,
+                           Column{0, 3}, Column{-3, 4}, Column{0, 9}),
                       [](const std::vector<Boxes>& pairs) {
                         Boxes flat;
                         for (const Boxes& p : pairs) flat.insert(flat.end(), p.begin(), p.end());
@@ -136,11 +130,8 @@ rc::Gen<Boxes> exact_threshold(DType dtype, double focus, int n) {
   if (!fraction) return near_threshold(dtype, focus, n);
   auto [p, q] = *fraction;
   const int max_m = std::max(1, 1024 / (p + q));
-  auto pair = rc::gen::map(
-      rc::gen::tuple(in_range(1, max_m + 1), in_range(1, 33),
-                     in_range(0, 513), in_range(0, 513), in_range(0, 3)),
-      [p, q](const std::tuple<int, int, int, int, int>& t) {
-        auto [m, h, ox, oy, construction] = t;
+  auto pair = [p, q](const Row<5>& r) {
+        auto [m, h, ox, oy, construction] = r;
         double w = m * (q + p), shift = m * (q - p);
         if (construction == 2) {
           return Boxes{{1.0 * ox, 1.0 * oy, ox + 1.0 * m * q, 1.0 * oy + h},
@@ -152,8 +143,9 @@ rc::Gen<Boxes> exact_threshold(DType dtype, double focus, int n) {
         }
         return Boxes{{1.0 * ox, 1.0 * oy, ox + w, 1.0 * oy + h},
                      {ox + shift, 1.0 * oy, ox + shift + w, 1.0 * oy + h}};
-      });
-  return rc::gen::map(rc::gen::container<std::vector<Boxes>>(std::max(1, n / 2), pair),
+      };
+  return rc::gen::map(rows(static_cast<std::size_t>(std::max(1, n / 2)), pair, Column{1, max_m + 1}, Column{1, 33},
+                           Column{0, 513}, Column{0, 513}, Column{0, 3}),
                       [](const std::vector<Boxes>& pairs) {
                         Boxes flat;
                         for (const Boxes& pr : pairs) flat.insert(flat.end(), pr.begin(), pr.end());
@@ -163,28 +155,21 @@ rc::Gen<Boxes> exact_threshold(DType dtype, double focus, int n) {
 
 rc::Gen<Boxes> duplicates(DType dtype, int n) {
   return rc::gen::mapcat(uniform(dtype, std::min(n, 3) + 1), [n](const Boxes& base) {
-    return rc::gen::map(
-        rc::gen::container<std::vector<int>>(n, in_range(0, static_cast<int>(base.size()))),
-        [base](const std::vector<int>& picks) {
-          Boxes boxes;
-          for (int i : picks) boxes.push_back(base[i]);
-          return boxes;
-        });
+    return rows(n, [base](const Row<1>& pick) { return base[pick[0]]; }, Column{0, static_cast<int>(base.size())});
   });
 }
 
 rc::Gen<Boxes> degenerate(int n) {
-  auto box = rc::gen::map(
-      rc::gen::tuple(in_range(0, 256), in_range(0, 256), in_range(0, 64),
-                     in_range(0, 64), in_range(0, 3)),
-      [](const std::tuple<int, int, int, int, int>& t) {
-        auto [x, y, w, h, shape] = t;
+  return rows(
+      n,
+      [](const Row<5>& r) {
+        auto [x, y, w, h, shape] = r;
         if (shape == 0) w = 0;                 // zero width
         if (shape == 1) h = 0;                 // zero height
         if (shape == 2) w = h = 0;             // a point
         return Box{1.0 * x, 1.0 * y, 1.0 * x + w, 1.0 * y + h};
-      });
-  return rc::gen::container<Boxes>(n, box);
+      },
+      Column{0, 256}, Column{0, 256}, Column{0, 64}, Column{0, 64}, Column{0, 3});
 }
 
 rc::Gen<Boxes> far_from_origin(DType dtype, int n) {
@@ -194,28 +179,27 @@ rc::Gen<Boxes> far_from_origin(DType dtype, int n) {
       [n](const std::tuple<int, double>& setup) {
         auto [exponent, sign] = setup;
         const double offset = sign * std::ldexp(1.0, exponent);
-        auto box = rc::gen::map(
-            rc::gen::tuple(in_range(0, 256), in_range(0, 256),
-                           in_range(0, 64), in_range(0, 64)),
-            [offset](const std::tuple<int, int, int, int>& t) {
-              auto [x, y, w, h] = t;
+        return rows(
+            n,
+            [offset](const Row<4>& r) {
+              auto [x, y, w, h] = r;
               double x1 = offset + x / 4.0, y1 = offset + y / 4.0;
               return Box{x1, y1, x1 + w / 4.0, y1 + h / 4.0};
-            });
-        return rc::gen::container<Boxes>(n, box);
+            },
+            Column{0, 256}, Column{0, 256}, Column{0, 64}, Column{0, 64});
       });
 }
 
 rc::Gen<Boxes> spanning(DType dtype, int n) {
   const double cap = coordinate_cap(dtype);
-  auto box = rc::gen::map(
-      rc::gen::tuple(in_range(1, 9), in_range(1, 9), in_range(1, 9),
-                     in_range(1, 9)),
-      [cap](const std::tuple<int, int, int, int>& t) {
-        auto [a, b, c, d] = t;
+  const Column eighths{1, 9};
+  return rows(
+      n,
+      [cap](const Row<4>& r) {
+        auto [a, b, c, d] = r;
         return Box{-cap * a / 8, -cap * c / 8, cap * b / 8, cap * d / 8};
-      });
-  return rc::gen::container<Boxes>(n, box);
+      },
+      eighths, eighths, eighths, eighths);
 }
 
 rc::Gen<Boxes> extreme(int n) {
@@ -225,14 +209,21 @@ rc::Gen<Boxes> extreme(int n) {
 }
 
 rc::Gen<Boxes> scenario_part(DType dtype, double focus, int n) {
+  // Built per part: each scenario's generator is made only when it is picked (gen::lazy
+  // hands the same Random on, so the cases are the same).
+  auto when_picked = [](auto make) { return rc::gen::lazy(std::move(make)); };
   std::vector<std::pair<std::size_t, rc::Gen<Boxes>>> choices = {
-      {3, uniform(dtype, n)},       {2, grid(n)},
-      {3, clustered(dtype, n)},     {3, near_threshold(dtype, focus, n)},
-      {2, exact_threshold(dtype, focus, n)}, {1, duplicates(dtype, n)},
-      {1, degenerate(n)},           {1, far_from_origin(dtype, n)},
-      {1, spanning(dtype, n)},
+      {3, when_picked([=] { return uniform(dtype, n); })},
+      {2, when_picked([=] { return grid(n); })},
+      {3, when_picked([=] { return clustered(dtype, n); })},
+      {3, when_picked([=] { return near_threshold(dtype, focus, n); })},
+      {2, when_picked([=] { return exact_threshold(dtype, focus, n); })},
+      {1, when_picked([=] { return duplicates(dtype, n); })},
+      {1, when_picked([=] { return degenerate(n); })},
+      {1, when_picked([=] { return far_from_origin(dtype, n); })},
+      {1, when_picked([=] { return spanning(dtype, n); })},
   };
-  if (dtype != DType::fp16) choices.push_back({1, extreme(n)});
+  if (dtype != DType::fp16) choices.push_back({1, when_picked([=] { return extreme(n); })});
   return weighted(choices);
 }
 
@@ -299,14 +290,16 @@ rc::Gen<std::vector<double>> scores(DType dtype, std::size_t count) {
     for (double& v : values) v = round_to(dtype, v);
     return values;
   };
-  auto distinct = rc::gen::map(rc::gen::container<std::vector<int>>(count, in_range(0, 1 << 20)),
-                               [rounded](const std::vector<int>& ks) {
-                                 std::vector<double> values;
-                                 for (int k : ks) values.push_back(std::ldexp(k, -20));
-                                 return rounded(values);
-                               });
-  auto levels = rc::gen::map(
-      rc::gen::container<std::vector<double>>(count, rc::gen::element(0.5, 0.9, 0.75, 0.25)), rounded);
+  auto distinct = rc::gen::map(rows(count, [](const Row<1>& k) { return std::ldexp(k[0], -20); }, Column{0, 1 << 20}),
+                               rounded);
+  auto levels = rc::gen::map(rows(
+                                 count,
+                                 [](const Row<1>& k) {
+                                   static constexpr double kLevels[] = {0.5, 0.9, 0.75, 0.25};
+                                   return kLevels[k[0]];
+                                 },
+                                 Column{0, 4}),
+                             rounded);
   auto sorted = rc::gen::map(distinct, [](std::vector<double> values) {
     std::sort(values.begin(), values.end(), std::greater<>());
     return values;
@@ -386,8 +379,8 @@ rc::Gen<std::vector<std::int64_t>> class_ids(std::size_t n) {
   return rc::gen::mapcat(rc::gen::weightedOneOf<int>({{2, rc::gen::just(1)}, {4, in_range(2, 6)},
                                                       {2, in_range(6, 100)}, {2, in_range(100, 1001)}}),
                          [n](int classes) {
-                           return rc::gen::container<std::vector<std::int64_t>>(
-                               n, in_range<std::int64_t>(0, classes));
+                           return rows(
+                               n, [](const Row<1>& id) { return static_cast<std::int64_t>(id[0]); }, Column{0, classes});
                          });
 }
 
@@ -450,32 +443,32 @@ rc::Gen<BatchedNmsProblem> batched_nms_problem(const BoxGenOptions& options) {
 namespace {
 
 // One delta component in units of its weight: plain dyadic steps, arbitrary values, and
-// dw/dh at, around and far past torchvision's clip log(1000/16).
-rc::Gen<double> delta_component(DType dtype, double weight, bool size_term) {
-  std::vector<std::pair<std::size_t, rc::Gen<double>>> choices = {
-      {4, rc::gen::map(in_range(-256, 257), [](int k) { return k / 64.0; })},
-      {2, rc::gen::map(in_range(-5000, 5001), [](int k) { return k / 1000.0; })},
-  };
-  if (size_term) {
+// dw/dh at, around and far past torchvision's clip log(1000/16). Four columns of a row: the
+// kind (weights 4 / 2, and 2 / 1 for the size terms), then each kind's value.
+const Column kDeltaKind{0, 9}, kSixtyFourths{-256, 257, 0}, kThousandths{-5000, 5001, 0}, kClipUlps{-4, 5, 0},
+    kFarPastClip{0, 6};
+
+double delta_component(DType dtype, double weight, bool size_term, int kind, int sixty_fourths, int thousandths,
+                       int clip_ulps, int far) {
+  static constexpr double kFar[] = {5.0, 8.0, 10.0, 20.0, 50.0, -10.0};
+  if (!size_term) kind = kind * 6 / 9;  // only the first two kinds, 4 : 2
+  double units = kind < 4 ? sixty_fourths / 64.0 : thousandths / 1000.0;
+  if (kind >= 6 && kind < 8) {
     const double clip = std::log(1000.0 / 16);
-    choices.push_back({2, rc::gen::map(in_range(-4, 5), [dtype, clip, weight](int ulps) {
-                         return step_ulps(dtype, round_to(dtype, clip * weight), ulps) / weight;
-                       })});
-    choices.push_back({1, rc::gen::element(5.0, 8.0, 10.0, 20.0, 50.0, -10.0)});
+    units = step_ulps(dtype, round_to(dtype, clip * weight), clip_ulps) / weight;
   }
-  return rc::gen::map(weighted(choices), [dtype, weight](double units) { return round_to(dtype, units * weight); });
+  if (kind == 8) units = kFar[far];
+  return round_to(dtype, units * weight);
 }
 
 // A reference box for a proposal: shifted by eighths of its size and scaled, or a
 // zero-width / zero-height box (log 0), rounded to the dtype.
-rc::Gen<Box> reference_for(DType dtype, const Box& proposal) {
-  return rc::gen::map(rc::gen::tuple(in_range(-8, 9), in_range(-8, 9), rc::gen::element(1.0, 0.5, 2.0, 1.25, 0.0, 1e-3)),
-                      [dtype, proposal](const std::tuple<int, int, double>& t) {
-                        auto [sx, sy, scale] = t;
-                        const double w = proposal.x2 - proposal.x1, h = proposal.y2 - proposal.y1;
-                        const double x1 = proposal.x1 + sx * w / 8, y1 = proposal.y1 + sy * h / 8;
-                        return round_box(dtype, {x1, y1, x1 + w * scale, y1 + h * scale});
-                      });
+Box reference_for(DType dtype, const Box& proposal, int eighths_x, int eighths_y, int scale_index) {
+  static constexpr double kScales[] = {1.0, 0.5, 2.0, 1.25, 0.0, 1e-3};
+  const double scale = kScales[scale_index];
+  const double w = proposal.x2 - proposal.x1, h = proposal.y2 - proposal.y1;
+  const double x1 = proposal.x1 + eighths_x * w / 8, y1 = proposal.y1 + eighths_y * h / 8;
+  return round_box(dtype, {x1, y1, x1 + w * scale, y1 + h * scale});
 }
 
 }  // namespace
@@ -492,27 +485,27 @@ rc::Gen<BoxCoderProblem> box_coder_problem(const BoxGenOptions& options) {
     base.boxes = boxes;
     base.weights = weights;
     if (mode == BoxCoderProblem::Mode::encode) {
-      std::vector<rc::Gen<Box>> references;
-      for (const Box& b : boxes) references.push_back(reference_for(dtype, b));
-      return rc::gen::map(rc::gen::exec([references] {
-                            std::vector<Box> out;
-                            for (const auto& g : references) out.push_back(*g);
-                            return out;
-                          }),
-                          [base](std::vector<Box> refs) {
+      const Column eighths{-8, 9, 0};
+      return rc::gen::map(rows(
+                              boxes.size(), [](const Row<3>& r) { return r; }, eighths, eighths, Column{0, 6}),
+                          [base, dtype](const std::vector<Row<3>>& drawn) {
                             BoxCoderProblem p = base;
-                            p.references = std::move(refs);
+                            for (std::size_t i = 0; i < drawn.size(); ++i)
+                              p.references.push_back(reference_for(dtype, base.boxes[i], drawn[i][0], drawn[i][1], drawn[i][2]));
                             return p;
                           });
     }
-    auto delta = rc::gen::map(rc::gen::tuple(delta_component(dtype, weights[0], false),
-                                             delta_component(dtype, weights[1], false),
-                                             delta_component(dtype, weights[2], true),
-                                             delta_component(dtype, weights[3], true)),
-                              [](const std::tuple<double, double, double, double>& d) {
-                                return std::array<double, 4>{std::get<0>(d), std::get<1>(d), std::get<2>(d), std::get<3>(d)};
-                              });
-    return rc::gen::map(rc::gen::container<std::vector<std::array<double, 4>>>(boxes.size(), delta),
+    // Five columns per component: kind, sixty-fourths, thousandths, ulps around the clip, far.
+    std::array<Column, 20> columns{kDeltaKind, kSixtyFourths, kThousandths, kClipUlps, kFarPastClip, kDeltaKind, kSixtyFourths,
+                                   kThousandths, kClipUlps, kFarPastClip, kDeltaKind, kSixtyFourths, kThousandths, kClipUlps,
+                                   kFarPastClip, kDeltaKind, kSixtyFourths, kThousandths, kClipUlps, kFarPastClip};
+    auto delta = [dtype, weights = weights](const Row<20>& r) {
+      std::array<double, 4> d{};
+      for (std::size_t c = 0; c < 4; ++c)
+        d[c] = delta_component(dtype, weights[c], c >= 2, r[5 * c], r[5 * c + 1], r[5 * c + 2], r[5 * c + 3], r[5 * c + 4]);
+      return d;
+    };
+    return rc::gen::map(rows(boxes.size(), delta, columns),
                         [base](std::vector<std::array<double, 4>> deltas) {
                           BoxCoderProblem p = base;
                           p.deltas = std::move(deltas);

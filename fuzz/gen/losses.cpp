@@ -8,13 +8,22 @@ namespace detfuzz::gen {
 namespace {
 
 // A value: dyadic steps, arbitrary thousandths, or large (exp overflows fp16 past 11,
-// fp32 past 88 without the max subtraction).
-rc::Gen<double> loss_value(DType dtype, double scale) {
-  return rc::gen::map(
-      rc::gen::weightedOneOf<double>({{4, rc::gen::map(in_range(-256, 257), [](int k) { return k / 32.0; })},
-                                      {3, rc::gen::map(in_range(-8000, 8001), [](int k) { return k / 1000.0; })},
-                                      {1, rc::gen::element(12.0, -12.0, 90.0, -90.0, 1000.0, -1000.0)}}),
-      [dtype, scale](double v) { return round_to(dtype, v * scale); });
+// fp32 past 88 without the max subtraction). Drawn from four columns of a row: the kind
+// (weights 4 / 3 / 1), then the value of each kind; the kind shrinks toward dyadic steps,
+// the values toward 0.
+const Column kValueKind{0, 8}, kDyadic{-256, 257, 0}, kThousandths{-8000, 8001, 0}, kLarge{0, 6};
+
+double loss_value(DType dtype, double scale, int kind, int dyadic, int thousandths, int large) {
+  static constexpr double kLargeValues[] = {12.0, -12.0, 90.0, -90.0, 1000.0, -1000.0};
+  const double v = kind < 4 ? dyadic / 32.0 : kind < 7 ? thousandths / 1000.0 : kLargeValues[large];
+  return round_to(dtype, v * scale);
+}
+
+// `n` loss values at `scale`.
+rc::Gen<std::vector<double>> loss_values(DType dtype, double scale, std::size_t n) {
+  return rows(
+      n, [dtype, scale](const Row<4>& r) { return loss_value(dtype, scale, r[0], r[1], r[2], r[3]); }, kValueKind,
+      kDyadic, kThousandths, kLarge);
 }
 
 }  // namespace
@@ -29,21 +38,18 @@ rc::Gen<RegressionLossProblem> regression_loss_problem(const BoxGenOptions& opti
   return rc::gen::mapcat(setup, [dtype](const std::tuple<RegressionLossProblem::Loss, double,
                                                          RegressionLossProblem::Reduction, int>& s) {
     const auto& [loss, beta, reduction, n] = s;
-    // Targets as generated, inputs either independent or the target +- beta (the branch
-    // point) +- a few ulps. The generators that do not depend on the target are built once
-    // per case: built per element, constructing and destroying them was about a third of a
-    // regression_loss worker's time. (The same generators: the same values per seed.)
-    const rc::Gen<double> value = loss_value(dtype, 1.0);
-    const auto sign_and_ulps = rc::gen::pair(rc::gen::element(1.0, -1.0), in_range(-3, 4));
-    auto pair = rc::gen::mapcat(value, [dtype, beta = beta, value, sign_and_ulps](double target) {
-      auto near_beta = rc::gen::map(sign_and_ulps, [dtype, beta, target](const std::pair<double, int>& t) {
-        const double at = round_to(dtype, target + t.first * beta);
-        return std::make_pair(std::isfinite(at) ? step_ulps(dtype, at, t.second) : at, target);
-      });
-      auto independent = rc::gen::map(value, [target](double input) { return std::make_pair(input, target); });
-      return rc::gen::weightedOneOf<std::pair<double, double>>({{3, independent}, {1, near_beta}});
-    });
-    return rc::gen::map(rc::gen::container<std::vector<std::pair<double, double>>>(static_cast<std::size_t>(n), pair),
+    // Targets as generated; inputs independent (3 in 4) or the target +- beta (the branch
+    // point) +- a few ulps. Columns: the target's value, the pairing (shrinks toward
+    // independent), the input's value, the sign of beta and the ulps.
+    auto pair = [dtype, beta = beta](const Row<11>& r) {
+      const double target = loss_value(dtype, 1.0, r[0], r[1], r[2], r[3]);
+      if (r[4] < 3) return std::make_pair(loss_value(dtype, 1.0, r[5], r[6], r[7], r[8]), target);
+      const double at = round_to(dtype, target + (r[9] == 0 ? 1.0 : -1.0) * beta);
+      return std::make_pair(std::isfinite(at) ? step_ulps(dtype, at, r[10]) : at, target);
+    };
+    auto pairs = rows(static_cast<std::size_t>(n), pair, kValueKind, kDyadic, kThousandths, kLarge, Column{0, 4},
+                      kValueKind, kDyadic, kThousandths, kLarge, Column{0, 2}, Column{-3, 4, 0});
+    return rc::gen::map(pairs,
                         [loss = loss, beta = beta, reduction = reduction](const std::vector<std::pair<double, double>>& pairs) {
                           RegressionLossProblem p;
                           p.loss = loss;
@@ -64,22 +70,27 @@ rc::Gen<FastRcnnLossProblem> fast_rcnn_loss_problem(const BoxGenOptions& options
                               rc::gen::element(0.0, 0.25, 0.5, 1.0));
   return rc::gen::mapcat(setup, [dtype](const std::tuple<std::int64_t, int, double>& s) {
     const auto& [classes, n, positive_share] = s;
-    auto proposal = rc::gen::tuple(
-        rc::gen::container<std::vector<double>>(static_cast<std::size_t>(classes), loss_value(dtype, 1.0)),
-        in_range(0, 1000), in_range<std::int64_t>(1, classes),
-        rc::gen::container<std::vector<double>>(static_cast<std::size_t>(classes) * 4, loss_value(dtype, 0.25)),
-        rc::gen::container<std::vector<double>>(4, loss_value(dtype, 0.25)));
-    using Proposal = std::tuple<std::vector<double>, int, std::int64_t, std::vector<double>, std::vector<double>>;
-    return rc::gen::map(rc::gen::container<std::vector<Proposal>>(static_cast<std::size_t>(n), proposal),
-                        [classes = classes, share = positive_share](const std::vector<Proposal>& proposals) {
+    // Per proposal: `classes` logits, a draw that makes it positive with probability
+    // `positive_share`, a foreground label, 4 deltas per class and 4 targets; each kind of
+    // value drawn for all proposals at once, proposal by proposal (a smaller count keeps a
+    // prefix of them).
+    const auto proposals = static_cast<std::size_t>(n), per_class = static_cast<std::size_t>(classes);
+    auto labels = rows(
+        proposals, [](const Row<2>& r) { return std::make_pair(r[0], static_cast<std::int64_t>(r[1])); },
+        Column{0, 1000}, Column{1, static_cast<int>(classes)});
+    return rc::gen::map(rc::gen::tuple(loss_values(dtype, 1.0, proposals * per_class), labels,
+                                       loss_values(dtype, 0.25, proposals * per_class * 4),
+                                       loss_values(dtype, 0.25, proposals * 4)),
+                        [classes = classes, share = positive_share](
+                            const std::tuple<std::vector<double>, std::vector<std::pair<int, std::int64_t>>,
+                                             std::vector<double>, std::vector<double>>& drawn) {
+                          const auto& [logits, draws, regression, targets] = drawn;
                           FastRcnnLossProblem p;
                           p.classes = classes;
-                          for (const auto& [logits, draw, label, regression, targets] : proposals) {
-                            p.class_logits.insert(p.class_logits.end(), logits.begin(), logits.end());
-                            p.labels.push_back(draw < share * 1000 ? label : 0);
-                            p.box_regression.insert(p.box_regression.end(), regression.begin(), regression.end());
-                            p.regression_targets.insert(p.regression_targets.end(), targets.begin(), targets.end());
-                          }
+                          p.class_logits = logits;
+                          for (const auto& [draw, label] : draws) p.labels.push_back(draw < share * 1000 ? label : 0);
+                          p.box_regression = regression;
+                          p.regression_targets = targets;
                           return p;
                         });
   });

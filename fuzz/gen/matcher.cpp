@@ -8,21 +8,24 @@
 namespace detfuzz::gen {
 namespace {
 
-rc::Gen<double> quality_value(DType dtype, double high, double low) {
-  auto around = [dtype](double threshold) {
-    return rc::gen::map(rc::gen::pair(rc::gen::element(DType::fp64, DType::fp32, DType::bf16, DType::fp16), in_range(-2, 3)),
-                        [dtype, threshold](const std::pair<DType, int>& t) {
-                          const double at = round_to(dtype, round_to(t.first, threshold));
-                          return step_ulps(dtype, at, t.second);
-                        });
-  };
-  return rc::gen::weightedOneOf<double>({
-      {3, rc::gen::map(in_range(0, 17), [](int k) { return k / 16.0; })},
-      {2, rc::gen::map(in_range(0, 1001), [dtype](int k) { return round_to(dtype, k / 1000.0); })},
-      {2, around(high)},
-      {2, around(low)},
-      {1, rc::gen::just(0.0)},
-  });
+// Quality values: sixteenths, thousandths, a few ulps around either threshold (as rounded
+// through some dtype first), or 0; weights 3 / 2 / 2 / 2 / 1, the kind shrinking toward
+// sixteenths.
+rc::Gen<std::vector<double>> quality_values(DType dtype, double high, double low, std::size_t n) {
+  return rows(
+      n,
+      [dtype, high, low](const Row<5>& r) {
+        static constexpr DType kThroughDtypes[] = {DType::fp64, DType::fp32, DType::bf16, DType::fp16};
+        const auto [kind, sixteenths, thousandths, through, ulps] = r;
+        if (kind < 3) return sixteenths / 16.0;
+        if (kind < 5) return round_to(dtype, thousandths / 1000.0);
+        if (kind < 9) {
+          const double threshold = kind < 7 ? high : low;
+          return step_ulps(dtype, round_to(dtype, round_to(kThroughDtypes[through], threshold)), ulps);
+        }
+        return 0.0;
+      },
+      Column{0, 10}, Column{0, 17}, Column{0, 1001}, Column{0, 4}, Column{-2, 3});
 }
 
 }  // namespace
@@ -35,7 +38,7 @@ rc::Gen<MatcherProblem> matcher_problem(const BoxGenOptions& options) {
   return rc::gen::mapcat(setup, [dtype](const std::tuple<std::int64_t, int, std::pair<double, double>, bool>& s) {
     const auto& [gts, predictions, thresholds, allow] = s;
     const auto values = static_cast<std::size_t>(gts * std::max(predictions, 1));
-    return rc::gen::map(rc::gen::container<std::vector<double>>(values, quality_value(dtype, thresholds.first, thresholds.second)),
+    return rc::gen::map(quality_values(dtype, thresholds.first, thresholds.second, values),
                         [gts = gts, n = std::max(predictions, 1), thresholds = thresholds, allow = allow](std::vector<double> q) {
                           MatcherProblem p;
                           p.ground_truths = gts;

@@ -42,62 +42,55 @@ rc::Gen<std::vector<double>> map_values(DType dtype, std::int64_t count, std::in
     return values;
   });
   auto noise = rc::gen::mapcat(in_range(0, 11), [n](int fraction_bits) {
-    return rc::gen::map(rc::gen::container<std::vector<int>>(n, in_range(-1024, 1025)),
-                        [fraction_bits](const std::vector<int>& ks) {
-                          std::vector<double> values;
-                          for (int k : ks) values.push_back(std::ldexp(k, -fraction_bits));
-                          return values;
-                        });
+    return rows(n, [fraction_bits](const Row<1>& k) { return std::ldexp(k[0], -fraction_bits); }, Column{-1024, 1025});
   });
   // Near the dtype's maximum (a quarter of it for the largest): fp16 sums of a few of them
   // overflow, fp64 ones lie below -FLT_MAX.
   const double big = float_format(dtype).max_finite / 4;
-  auto huge = rc::gen::map(rc::gen::container<std::vector<int>>(n, in_range(-64, 65)),
-                           [big](const std::vector<int>& ks) {
-                             std::vector<double> values;
-                             for (int k : ks) values.push_back(big * (k / 64.0));  // big * k overflows fp64
-                             return values;
-                           });
+  auto huge = rows(n, [big](const Row<1>& k) { return big * (k[0] / 64.0); }, Column{-64, 65});  // big * k overflows fp64
   return rc::gen::map(weighted<std::vector<double>>({{2, constant}, {3, ramp}, {2, checkerboard}, {4, noise}, {1, huge}}),
                       [dtype](std::vector<double> values) { return rounded(dtype, std::move(values)); });
 }
 
 // Corners and extents in 1/64ths of the image (plus an off-grid fraction in 1/1024ths of a
-// pixel), by placement.
-rc::Gen<Roi> one_roi(std::int64_t batch, double image_w, double image_h, double scale, DType dtype) {
-  using Placement = std::tuple<int, int, int, int>;  // a_lo, a_hi, b_lo, b_hi in 1/64ths
-  auto placement = weighted<Placement>({
-      {4, rc::gen::just(Placement{0, 63, 1, 64})},       // inside
-      {2, rc::gen::just(Placement{-32, 63, 32, 96})},    // partly outside
-      {1, rc::gen::just(Placement{65, 128, 1, 32})},     // wholly outside (right/below)
-      {1, rc::gen::just(Placement{-64, -1, 1, 64})},     // negative corners
-      {1, rc::gen::just(Placement{0, 63, 0, 0})},        // zero size
-      {1, rc::gen::just(Placement{-64, 0, 64, 256})},    // very large
-  });
-  auto axis = [](const Placement& p) {
-    auto [a_lo, a_hi, b_lo, b_hi] = p;
-    return rc::gen::tuple(in_range(a_lo, a_hi + 1), in_range(b_lo, b_hi + 1),
-                          in_range(0, 1024), in_range(0, 1024));
+// pixel), by placement; `count` RoIs. Columns of a row: the placement (weights 4 / 2 / 1 /
+// 1 / 1 / 1, shrinking toward inside), the sub-pixel switch, the image, then per axis the
+// start and size as fractions (in 2^-20) of the placement's ranges and their off-grid parts.
+rc::Gen<std::vector<Roi>> some_rois(std::size_t count, std::int64_t batch, double image_w, double image_h, double scale,
+                                    DType dtype) {
+  struct Placement {
+    int a_lo, a_hi, b_lo, b_hi;  // start in [a_lo, a_hi], size in [b_lo, b_hi], in 1/64ths
   };
-  return rc::gen::mapcat(rc::gen::pair(placement, in_range(0, 6)), [=](const std::pair<Placement, int>& setup) {
-    const auto& [place, sub_pixel] = setup;
-    return rc::gen::map(
-        rc::gen::tuple(in_range<std::int64_t>(0, batch), axis(place), axis(place)),
-        [=](const std::tuple<std::int64_t, std::tuple<int, int, int, int>, std::tuple<int, int, int, int>>& t) {
-          const auto& [image, xs, ys] = t;
-          auto corners = [&](const std::tuple<int, int, int, int>& a, double extent) {
-            auto [start, size, start_fraction, size_fraction] = a;
-            const double pixel = 1.0 / scale;  // one feature pixel in image units
-            double lo = extent * start / 64 + pixel * start_fraction / 1024;
-            double length = extent * size / 64 + pixel * size_fraction / 1024;
-            if (sub_pixel == 0) length = pixel * size_fraction / 4096;  // under a quarter pixel
-            return std::pair<double, double>{round_to(dtype, lo), round_to(dtype, lo + length)};
-          };
-          auto [x1, x2] = corners(xs, image_w);
-          auto [y1, y2] = corners(ys, image_h);
-          return Roi{static_cast<double>(image), x1, y1, std::max(x1, x2), std::max(y1, y2)};
-        });
-  });
+  static constexpr Placement kPlacements[] = {
+      {0, 63, 1, 64},     {0, 63, 1, 64},  {0, 63, 1, 64}, {0, 63, 1, 64},  // inside
+      {-32, 63, 32, 96},  {-32, 63, 32, 96},                                  // partly outside
+      {65, 128, 1, 32},                                                       // wholly outside (right/below)
+      {-64, -1, 1, 64},                                                       // negative corners
+      {0, 63, 0, 0},                                                          // zero size
+      {-64, 0, 64, 256},                                                      // very large
+  };
+  constexpr int kFractionBits = 20;
+  auto within = [](int lo, int hi, int fraction) {
+    return lo + static_cast<int>((static_cast<std::int64_t>(fraction) * (hi - lo + 1)) >> kFractionBits);
+  };
+  auto roi = [=](const Row<11>& r) {
+    const Placement& place = kPlacements[r[0]];
+    const int sub_pixel = r[1];
+    auto corners = [&](int start_at, int size_at, int start_fraction, int size_fraction, double extent) {
+      const int start = within(place.a_lo, place.a_hi, start_at), size = within(place.b_lo, place.b_hi, size_at);
+      const double pixel = 1.0 / scale;  // one feature pixel in image units
+      double lo = extent * start / 64 + pixel * start_fraction / 1024;
+      double length = extent * size / 64 + pixel * size_fraction / 1024;
+      if (sub_pixel == 0) length = pixel * size_fraction / 4096;  // under a quarter pixel
+      return std::pair<double, double>{round_to(dtype, lo), round_to(dtype, lo + length)};
+    };
+    auto [x1, x2] = corners(r[3], r[4], r[5], r[6], image_w);
+    auto [y1, y2] = corners(r[7], r[8], r[9], r[10], image_h);
+    return Roi{static_cast<double>(r[2]), x1, y1, std::max(x1, x2), std::max(y1, y2)};
+  };
+  const Column fraction{0, 1 << kFractionBits}, off_grid{0, 1024};
+  return rows(count, roi, Column{0, 10}, Column{0, 6}, Column{0, static_cast<int>(batch)}, fraction, fraction, off_grid,
+              off_grid, fraction, fraction, off_grid, off_grid);
 }
 
 }  // namespace
@@ -121,9 +114,9 @@ rc::Gen<FeatureMap> feature_map(DType dtype) {
 rc::Gen<std::vector<Roi>> rois(const FeatureMap& map, double spatial_scale, DType dtype, int max_rois) {
   const double image_w = static_cast<double>(map.width) / spatial_scale;
   const double image_h = static_cast<double>(map.height) / spatial_scale;
-  auto roi = one_roi(map.batch, image_w, image_h, spatial_scale, dtype);
-  return rc::gen::mapcat(count(std::min(max_rois, kMaxRois)),
-                         [roi](int k) { return rc::gen::container<std::vector<Roi>>(static_cast<std::size_t>(k), roi); });
+  return rc::gen::mapcat(count(std::min(max_rois, kMaxRois)), [=](int k) {
+    return some_rois(static_cast<std::size_t>(k), map.batch, image_w, image_h, spatial_scale, dtype);
+  });
 }
 
 rc::Gen<double> spatial_scale() {

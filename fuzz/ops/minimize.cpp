@@ -50,6 +50,9 @@ std::vector<double> simpler_values(double value, DType dtype) {
   consider(0.0);
   consider(std::trunc(value));
   consider(std::nearbyint(value));
+  // A tiny fraction (2^-10) whose failure needs it nonzero has no simpler value toward
+  // zero: the integer away from zero has no fraction digits.
+  consider(value > 0 ? std::ceil(value) : std::floor(value));
   if (value != 0) {
     const double power = std::copysign(std::ldexp(1.0, std::ilogb(value)), value);
     consider(power);

@@ -29,7 +29,8 @@ std::vector<T> without(const std::vector<T>& items, std::pair<std::size_t, std::
 
 // Values strictly simpler than `value` (fewer binary fraction digits, then a smaller
 // magnitude), representable in `dtype`: 0, the integer toward zero, the nearest integer,
-// the power of two below, half of it. Strictly simpler means minimization ends.
+// the integer away from zero, the power of two below, half of it. Strictly simpler means
+// minimization ends.
 std::vector<double> simpler_values(double value, DType dtype);
 
 // Box lists with one coordinate made simpler (keeping x1 <= x2, y1 <= y2), and the whole

@@ -26,8 +26,10 @@ TEST(Minimize, SimplerValuesPreferIntegersThenSmallMagnitudes) {
   EXPECT_NE(std::find(candidates.begin(), candidates.end(), 3.0), candidates.end());
   EXPECT_NE(std::find(candidates.begin(), candidates.end(), 4.0), candidates.end());
   EXPECT_TRUE(simpler_values(0.0, DType::fp32).empty());
-  // 0.0625 has 4 fraction bits; halving it would add one: not simpler.
-  for (double c : simpler_values(0.0625, DType::fp32)) EXPECT_EQ(c, 0.0);
+  // 0.0625 has 4 fraction bits; halving it would add one: not simpler. 1 has none: a
+  // failure that needs a small positive value ends at 1, not at 2^-4.
+  EXPECT_EQ(simpler_values(0.0625, DType::fp32), (std::vector<double>{0.0, 1.0}));
+  EXPECT_EQ(simpler_values(-0.0009765625, DType::fp16), (std::vector<double>{0.0, -1.0}));
 }
 
 RC_GTEST_PROP(Minimize, SimplificationChainsEndAndStayRepresentable, ()) {
