@@ -1,5 +1,5 @@
 // Throughput of the oracles and comparators next to the torchvision CPU kernels they check,
-// on the same inputs (issue: "oracles that keep up"). Boxes: integer coordinates in a
+// on the same inputs (issue: "oracles that keep up"), and of case generation. Boxes: integer coordinates in a
 // 1024 x 1024 image, sides 8..135, distinct scores (exact in fp32), fixed seeds.
 // Run: ./build/bench/detfuzz_bench [--benchmark_filter=Nms]
 #include <benchmark/benchmark.h>
@@ -11,6 +11,10 @@
 
 #include "fuzz/compare/batched_nms_compare.h"
 #include "fuzz/compare/nms_replay.h"
+#include "fuzz/gen/boxes.h"
+#include "fuzz/gen/common.h"
+#include "fuzz/gen/losses.h"
+#include "fuzz/gen/rois.h"
 #include "kernels/native/launch.h"
 #include "kernels/target.h"
 #include "kernels/tensor_convert.h"
@@ -208,6 +212,41 @@ void BM_NativeRoiAlignKernel(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(call());
 }
 
+// Generation, what every campaign case pays before its kernel runs: one case after another
+// at the campaign's sizes (0..100 in turn), fp32, --max-boxes 64.
+template <class Problem>
+void BM_GenerateCase(benchmark::State& state, rc::Gen<Problem> (*make)(const gen::BoxGenOptions&)) {
+  const rc::Gen<Problem> generator = make({DType::fp32, 64, false});
+  std::uint64_t seed = 0;
+  for (auto _ : state) {
+    ++seed;
+    benchmark::DoNotOptimize(generator(rc::Random(seed), static_cast<int>(seed % 101)).value());
+  }
+}
+
+// 64 boxes from four integer columns: gen::rows against the RapidCheck container of tuples
+// it replaced in the box generators (same distribution and shrinking).
+Box lattice_box(int x, int y, int w, int h) { return {1.0 * x, 1.0 * y, 1.0 * (x + w), 1.0 * (y + h)}; }
+
+void BM_BoxRows(benchmark::State& state) {
+  const gen::Column position{0, 4097};
+  const auto generator = gen::rows(
+      64, [](const gen::Row<4>& r) { return lattice_box(r[0], r[1], r[2], r[3]); }, position, position, position,
+      position);
+  std::uint64_t seed = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(generator(rc::Random(++seed), 100).value());
+}
+
+void BM_BoxRowsRapidCheck(benchmark::State& state) {
+  const auto position = gen::in_range(0, 4097);
+  const auto generator = rc::gen::container<std::vector<Box>>(
+      64, rc::gen::map(rc::gen::tuple(position, position, position, position), [](const std::tuple<int, int, int, int>& t) {
+        return lattice_box(std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t));
+      }));
+  std::uint64_t seed = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(generator(rc::Random(++seed), 100).value());
+}
+
 #define DETFUZZ_BOX_SIZES ->Arg(10)->Arg(1000)->Arg(10000)->Arg(30000)->Unit(benchmark::kMillisecond)
 BENCHMARK(BM_NmsOracle) DETFUZZ_BOX_SIZES;
 BENCHMARK(BM_NmsOracleQuadratic)->Arg(10)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
@@ -224,6 +263,13 @@ BENCHMARK(BM_TorchvisionRoiAlign) DETFUZZ_ROI_COUNTS;
 BENCHMARK_CAPTURE(BM_TorchvisionRoiAlignKernel, fp32, DType::fp32) DETFUZZ_ROI_COUNTS;
 BENCHMARK_CAPTURE(BM_TorchvisionRoiAlignKernel, fp64, DType::fp64) DETFUZZ_ROI_COUNTS;
 BENCHMARK(BM_NativeRoiAlignKernel) DETFUZZ_ROI_COUNTS;
+BENCHMARK_CAPTURE(BM_GenerateCase, nms, &gen::nms_problem)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GenerateCase, batched_nms, &gen::batched_nms_problem)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GenerateCase, regression_loss, &gen::regression_loss_problem)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GenerateCase, fast_rcnn_loss, &gen::fast_rcnn_loss_problem)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_GenerateCase, roi_align, &gen::roi_align_problem)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_BoxRows)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_BoxRowsRapidCheck)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace detfuzz
