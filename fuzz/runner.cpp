@@ -718,11 +718,14 @@ int serve_worker(const Registry& registry, int doorbell_fd) {
     } catch (const std::exception& e) {
       cell_error = e.what();
     }
-    for (const nlohmann::json& one : request.value("cases", nlohmann::json::array()))
+    // Read in place: a batch holds thousands of cases, and value() would copy them all.
+    const auto cases = request.find("cases");
+    if (cases == request.end() || !cases->is_array()) return;
+    for (const nlohmann::json& one : *cases)
       reply_with([&] {
         if (!cell_error.empty()) return nlohmann::json{{"error", cell_error}};
         CaseRequest r = cell.request;
-        r.case_seed = std::stoull(one.at(0).get<std::string>());
+        r.case_seed = std::stoull(one.at(0).get_ref<const std::string&>());
         r.generator_size = one.at(1).get<int>();
         return run_answer(cell.op->run_case(r));
       });
