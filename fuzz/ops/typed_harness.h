@@ -8,9 +8,7 @@
 #include <rapidcheck.h>
 
 #include <functional>
-#include <map>
 #include <mutex>
-#include <tuple>
 #include <variant>
 
 #include "fuzz/gen/boxes.h"
@@ -319,21 +317,10 @@ class TypedOpHarness final : public OpHarness {
 
   // Callers hold a rapidcheck_turn() while they use the result.
   rc::Shrinkable<Problem> generate(const CaseRequest& request) const {
-    return generator_for(request)(rc::Random(request.case_seed), request.generator_size);
-  }
-
-  // A generator is a function of (dtype, max_boxes, hostile) alone; building one allocates
-  // its whole tree of combinators, which for the cheap ops cost more than drawing a case.
-  // Kept per options for the process's life (a campaign has a few dozen). Callers hold a
-  // rapidcheck_turn(), which also guards the cache.
-  const rc::Gen<Problem>& generator_for(const CaseRequest& request) const {
-    const auto key = std::make_tuple(request.dtype, request.max_boxes, request.hostile);
-    auto found = generators_.find(key);
-    if (found != generators_.end()) return found->second;
     const gen::BoxGenOptions options{request.dtype, request.max_boxes, request.hostile};
     rc::Gen<Problem> generator = def_.generator(options);
     if (request.hostile) generator = gen::hostile(generator, request.dtype);
-    return generators_.emplace(key, std::move(generator)).first->second;
+    return generator(rc::Random(request.case_seed), request.generator_size);
   }
 
   const kernels::Target<Problem>& find_target(const std::string& name) const {
@@ -343,7 +330,6 @@ class TypedOpHarness final : public OpHarness {
   }
 
   OpDefinition<Problem> def_;
-  mutable std::map<std::tuple<DType, int, bool>, rc::Gen<Problem>> generators_;
 };
 
 }  // namespace detfuzz::fuzz
