@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "model/hash.h"
+
 namespace detfuzz::gen {
 
 // A uniform integer in [min, max) that shrinks toward min. rc::gen::inRange scales its range
@@ -51,23 +53,16 @@ using Row = std::array<int, K>;
 
 namespace detail {
 
-// SplitMix64 at position `index` of the stream `seed` (Steele, Lea and Flood 2014): a
-// counter-based draw, so any element can be drawn without the ones before it.
-inline std::uint64_t splitmix64(std::uint64_t seed, std::uint64_t index) {
-  std::uint64_t z = seed + (index + 1) * 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 template <std::size_t K>
 std::vector<Row<K>> draw_rows(std::uint64_t seed, std::size_t n, const std::array<Column, K>& columns) {
   std::vector<Row<K>> rows(n);
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < K; ++j) {
       const auto range = static_cast<std::uint64_t>(static_cast<std::int64_t>(columns[j].max) - columns[j].min);
+      // Counter-based: element i*K + j of the stream `seed`, drawn without the ones before it.
+      const std::uint64_t bits = splitmix64(seed + (i * K + j) * kSplitMix64Gamma);
       // The modulo's bias is range / 2^64: nothing for ranges of int.
-      rows[i][j] = columns[j].min + static_cast<int>(splitmix64(seed, i * K + j) % range);
+      rows[i][j] = columns[j].min + static_cast<int>(bits % range);
     }
   return rows;
 }
