@@ -3,8 +3,10 @@
 #include "fuzz/gen/common.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <tuple>
+#include <utility>
 
 namespace detfuzz::gen {
 namespace {
@@ -443,10 +445,17 @@ rc::Gen<BatchedNmsProblem> batched_nms_problem(const BoxGenOptions& options) {
 namespace {
 
 // One delta component in units of its weight: plain dyadic steps, arbitrary values, and
-// dw/dh at, around and far past torchvision's clip log(1000/16). Four columns of a row: the
-// kind (weights 4 / 2, and 2 / 1 for the size terms), then each kind's value.
-const Column kDeltaKind{0, 9}, kSixtyFourths{-256, 257, 0}, kThousandths{-5000, 5001, 0}, kClipUlps{-4, 5, 0},
-    kFarPastClip{0, 6};
+// dw/dh at, around and far past torchvision's clip log(1000/16). Five columns of a row: the
+// kind (weights 4 / 2, and 2 / 1 for the size terms), then each kind's value: sixty-fourths,
+// thousandths, ulps around the clip, far past it.
+const std::array<Column, 5> kDeltaColumns{Column{0, 9}, Column{-256, 257, 0}, Column{-5000, 5001, 0},
+                                          Column{-4, 5, 0}, Column{0, 6}};
+
+// A box's four deltas side by side: kDeltaColumns once per component.
+template <std::size_t... I>
+std::array<Column, sizeof...(I)> delta_row_columns(std::index_sequence<I...>) {
+  return {kDeltaColumns[I % kDeltaColumns.size()]...};
+}
 
 double delta_component(DType dtype, double weight, bool size_term, int kind, int sixty_fourths, int thousandths,
                        int clip_ulps, int far) {
@@ -495,10 +504,7 @@ rc::Gen<BoxCoderProblem> box_coder_problem(const BoxGenOptions& options) {
                             return p;
                           });
     }
-    // Five columns per component: kind, sixty-fourths, thousandths, ulps around the clip, far.
-    std::array<Column, 20> columns{kDeltaKind, kSixtyFourths, kThousandths, kClipUlps, kFarPastClip, kDeltaKind, kSixtyFourths,
-                                   kThousandths, kClipUlps, kFarPastClip, kDeltaKind, kSixtyFourths, kThousandths, kClipUlps,
-                                   kFarPastClip, kDeltaKind, kSixtyFourths, kThousandths, kClipUlps, kFarPastClip};
+    const auto columns = delta_row_columns(std::make_index_sequence<4 * kDeltaColumns.size()>());
     auto delta = [dtype, weights = weights](const Row<20>& r) {
       std::array<double, 4> d{};
       for (std::size_t c = 0; c < 4; ++c)
