@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "corpus/atomic_file.h"
+#include "fuzz/answer_staging.h"
 #include "fuzz/campaign.h"
 #include "model/error.h"
 
@@ -94,8 +95,9 @@ std::string tail_of_file(const std::string& path, std::size_t max_lines = 12) {
 // One worker process: `detfuzz ... worker`, spoken to in JSON lines over pipes. It is
 // started on first use and after every death.
 //
-// The worker writes each answer to its stdout before the next case starts (a case that
-// kills it is the one after the last answer), but we do not wake for each: waking costs a
+// The worker stages each answer before the next case starts (a case that kills it is the one
+// after the last answer; fuzz/answer_staging.h) and writes staged answers to its stdout in
+// chunks. We do not wake for each write either: waking costs a
 // context switch that, on 2 cores, preempts a worker (a flush per case measured 17-19 us,
 // 5-6% of a worker's time). We sleep on a second pipe, the doorbell, which the worker rings
 // once a message's answers are all out (or before its answers could fill the answer pipe),
@@ -105,8 +107,10 @@ class Worker {
  public:
   // The answer pipe: a batch's answers wait there until the doorbell rings.
   static constexpr int kAnswerPipeBytes = 1 << 20;
-  // The worker's descriptor for the doorbell (`detfuzz worker --doorbell-fd`).
+  // The worker's descriptors for the doorbell (`detfuzz worker --doorbell-fd`) and the
+  // staged answers (`--answer-staging-fd`).
   static constexpr int kDoorbellFd = 3;
+  static constexpr int kAnswerStagingFd = 4;
   enum class Outcome { answered, died, timed_out, interrupted };
   struct Reply {
     Outcome outcome = Outcome::answered;
@@ -126,7 +130,8 @@ class Worker {
   Worker(const WorkerOptions& options, int index)
       : options_(options),
         stderr_path_(options.scratch_dir + "/worker-" + std::to_string(index) + ".stderr"),
-        inflight_(options.scratch_dir + "/inflight-" + std::to_string(index) + ".jsonl") {
+        inflight_(options.scratch_dir + "/inflight-" + std::to_string(index) + ".jsonl"),
+        staging_(AnswerStaging::create()) {
     corpus::ensure_directory(options.scratch_dir);
   }
   ~Worker() { stop(); }
@@ -134,6 +139,7 @@ class Worker {
   // Sends every message at once; nullopt, or the reply that says why it could not (the
   // worker died or never became ready). The answers are collected with collect().
   std::optional<Reply> submit(const std::vector<nlohmann::json>& messages) {
+    if (casualty_) return take_casualty();  // it died after its last answer, before these
     if (pid_ <= 0) warm_up();
     if (pinged_) {
       // Loading LibTorch and torchvision takes a moment: not the case's time.
@@ -154,7 +160,7 @@ class Worker {
   // take them: it died, and the answers it gave before, then its death, are still to be
   // collected (submit's died() would close the pipe they wait in).
   bool send_ahead(const std::vector<nlohmann::json>& messages) {
-    if (pid_ <= 0 || pinged_) return false;
+    if (pid_ <= 0 || pinged_ || casualty_) return false;
     std::string lines;
     for (const auto& message : messages) lines += message.dump() + "\n";
     write_ahead(lines, true);
@@ -200,10 +206,12 @@ class Worker {
     posix_spawn_file_actions_adddup2(&actions, to_worker[0], STDIN_FILENO);
     posix_spawn_file_actions_adddup2(&actions, from_worker[1], STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&actions, doorbell[1], kDoorbellFd);
+    posix_spawn_file_actions_adddup2(&actions, staging_.fd(), kAnswerStagingFd);
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     std::vector<std::string> args{options_.executable};
     args.insert(args.end(), options_.arguments.begin(), options_.arguments.end());
-    args.insert(args.end(), {"worker", "--doorbell-fd", std::to_string(kDoorbellFd)});
+    args.insert(args.end(), {"worker", "--doorbell-fd", std::to_string(kDoorbellFd), "--answer-staging-fd",
+                             std::to_string(kAnswerStagingFd)});
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -223,6 +231,9 @@ class Worker {
     }
     buffer_.clear();
     answers_closed_ = false;
+    staging_.reset();
+    answers_taken_ = 0;
+    casualty_.reset();
   }
 
   void close_pipes() {
@@ -266,9 +277,15 @@ class Worker {
           return {Outcome::died, {}, "garbled answer", tail_of_file(stderr_path_)};
         }
         buffer_.erase(0, newline + 1);
+        ++answers_taken_;
         return reply;
       }
-      if (answers_closed_) return died();  // every answer it wrote is taken: it died after them
+      if (casualty_) return take_casualty();
+      if (answers_closed_) {  // every answer it wrote is taken: it died after them and those it staged
+        casualty_ = died();
+        take_staged_answers();
+        continue;
+      }
       if (stop_requested()) {  // SIGINT/SIGTERM: abandon the case in flight
         stop();
         return {Outcome::interrupted, {}, "interrupted", ""};
@@ -276,7 +293,9 @@ class Worker {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) {
         stop();
-        return {Outcome::timed_out, {}, "timeout", tail_of_file(stderr_path_)};
+        take_staged_answers();  // the answers before the case that hung
+        casualty_ = Reply{Outcome::timed_out, {}, "timeout", tail_of_file(stderr_path_)};
+        continue;
       }
       wait_for_answers(static_cast<int>(std::min<long long>(left, static_cast<long long>(kLookSeconds * 1000))));
     }
@@ -291,9 +310,15 @@ class Worker {
     pollfd fds[2] = {{doorbell_, POLLIN, 0}, {from_, POLLIN, 0}};
     if (::poll(fds, partial ? 2 : 1, timeout_ms) < 0 && errno != EINTR)
       throw Error(ErrorKind::internal, std::string("cannot wait for a worker: ") + std::strerror(errno));
-    char chunk[65536];
+    char chunk[256];
     while (::read(doorbell_, chunk, sizeof chunk) > 0) {
     }
+    take_pipe_answers();
+  }
+
+  // Every answer byte in the pipe now.
+  void take_pipe_answers() {
+    char chunk[65536];
     for (;;) {
       const ssize_t n = ::read(from_, chunk, sizeof chunk);
       if (n > 0) {
@@ -331,10 +356,26 @@ class Worker {
   void stop() {
     if (pid_ <= 0) return;
     ::kill(pid_, SIGKILL);
-    close_pipes();
     int status;
     ::waitpid(pid_, &status, 0);
     pid_ = -1;
+    if (from_ >= 0) take_pipe_answers();  // what it wrote before it was killed (the pipe ends now)
+    close_pipes();
+  }
+
+  // Once the worker is gone: the answers it staged that the pipe did not bring, after those
+  // it did (a line cut short by its death is no answer).
+  void take_staged_answers() {
+    const std::size_t last_newline = buffer_.rfind('\n');
+    buffer_.erase(last_newline == std::string::npos ? 0 : last_newline + 1);
+    const auto in_buffer = static_cast<std::uint64_t>(std::count(buffer_.begin(), buffer_.end(), '\n'));
+    buffer_ += staging_.unsent(answers_taken_ + in_buffer);
+  }
+
+  Reply take_casualty() {
+    Reply reply = std::move(*casualty_);
+    casualty_.reset();
+    return reply;
   }
 
   WorkerOptions options_;
@@ -346,6 +387,10 @@ class Worker {
   bool pinged_ = false;
   bool answers_closed_ = false;  // the answer pipe reached its end
   std::string buffer_;
+  AnswerStaging staging_;
+  std::uint64_t answers_taken_ = 0;  // answers received from this process
+  // Its death (or hang), to tell once the answers staged before it are taken.
+  std::optional<Reply> casualty_;
 };
 
 nlohmann::json cell_json(const std::string& op, const std::string& target, DType dtype, Device device) {
@@ -656,7 +701,7 @@ std::unique_ptr<CaseRunner> make_worker_runner(const WorkerOptions& options) {
   return std::make_unique<WorkerRunner>(options);
 }
 
-int serve_worker(const Registry& registry, int doorbell_fd) {
+int serve_worker(const Registry& registry, int doorbell_fd, int staging_fd) {
   // A campaign killed with SIGKILL cannot stop its workers; the kernel does it for us (a
   // hanging kernel would otherwise outlive everyone).
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -673,20 +718,34 @@ int serve_worker(const Registry& registry, int doorbell_fd) {
     }
     unannounced = 0;
   };
-  // Each answer leaves before the next case starts: the campaign tells a case that killed
-  // its worker by the answers that came before it.
-  auto send = [&](const nlohmann::json& reply) {
-    std::string line = reply.dump();
-    line += '\n';
+  auto write_answers = [&](std::string_view lines) {
     // Answers that could fill the pipe while the campaign sleeps would block us for good.
-    if (unannounced + line.size() > ring_early_bytes) ring();
-    for (std::size_t written = 0; written < line.size();) {
-      const ssize_t n = ::write(STDOUT_FILENO, line.data() + written, line.size() - written);
+    if (unannounced + lines.size() > ring_early_bytes) ring();
+    for (std::size_t written = 0; written < lines.size();) {
+      const ssize_t n = ::write(STDOUT_FILENO, lines.data() + written, lines.size() - written);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) std::_Exit(0);  // the campaign is gone
       written += static_cast<std::size_t>(n);
     }
-    unannounced += line.size();
+    unannounced += lines.size();
+  };
+  // Each answer is staged (or sent) before the next case starts: the campaign tells a case
+  // that killed its worker by the answers that came before it (fuzz/answer_staging.h).
+  AnswerStaging staging = AnswerStaging::attach(staging_fd);
+  auto send_staged = [&] {
+    write_answers(staging.staged());
+    staging.sent_staged(AnswerStaging::Clock::now());
+  };
+  auto send = [&](const nlohmann::json& reply) {
+    std::string line = reply.dump();
+    line += '\n';
+    if (staging.stage(line)) {
+      if (staging.send_due(AnswerStaging::Clock::now())) send_staged();
+      return;
+    }
+    send_staged();
+    write_answers(line);
+    staging.sent_one_unstaged(AnswerStaging::Clock::now());
   };
   auto reply_with = [&](auto&& body) {
     try {
@@ -732,6 +791,7 @@ int serve_worker(const Registry& registry, int doorbell_fd) {
   };
   for (std::string line; std::getline(std::cin, line);) {
     handle(line);
+    send_staged();
     ring();
   }
   return 0;

@@ -61,8 +61,9 @@ struct WorkerOptions {
 std::unique_ptr<CaseRunner> make_worker_runner(const WorkerOptions& options);
 
 // The worker's side (`detfuzz worker`): JSON-line requests on stdin, answers on stdout, a
-// byte on doorbell_fd (-1: none) once a message's answers are out.
-int serve_worker(const Registry& registry, int doorbell_fd);
+// byte on doorbell_fd (-1: none) once a message's answers are out; answers staged in the
+// shared memory behind staging_fd (-1: none, each answer is written at once) until sent.
+int serve_worker(const Registry& registry, int doorbell_fd, int staging_fd);
 
 // Verdicts cross the process boundary as JSON.
 nlohmann::json verdict_json(const compare::Verdict& verdict);

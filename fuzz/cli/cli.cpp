@@ -813,6 +813,9 @@ int main_with_args(int argc, char** argv) {
   worker->group("");  // not in --help: campaigns start it
   int doorbell_fd = -1;
   worker->add_option("--doorbell-fd", doorbell_fd, "descriptor to write a byte to once a message's answers are out");
+  int staging_fd = -1;
+  worker->add_option("--answer-staging-fd", staging_fd,
+                     "descriptor of the shared memory to stage answers in until they are sent");
 
   ReplaySettings replay_settings;
   CaseSelection& selection = replay_settings.selection;
@@ -902,7 +905,7 @@ int main_with_args(int argc, char** argv) {
     if (selftest->parsed()) return selftest_command(selftest_settings, kernel_config);
     if (worker->parsed()) {
       kernels::set_single_threaded();
-      return fuzz::serve_worker(fuzz::default_registry(kernel_config), doorbell_fd);
+      return fuzz::serve_worker(fuzz::default_registry(kernel_config), doorbell_fd, staging_fd);
     }
     if (corpus_add->parsed()) return corpus_add_command(add_files, add_dir);
     if (merge->parsed()) return merge_command(merge_settings);

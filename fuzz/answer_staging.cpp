@@ -1,0 +1,132 @@
+#include "fuzz/answer_staging.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "model/error.h"
+
+namespace detfuzz::fuzz {
+
+// At the start of the region. The worker stores `bytes` after the answer's bytes (release):
+// whatever `bytes` says is staged was written whole, wherever the worker died.
+struct AnswerStaging::Header {
+  std::atomic<std::uint64_t> first_answer;  // the number of the first staged answer (0: the worker's first)
+  std::atomic<std::uint64_t> bytes;         // staged answer bytes after the header
+};
+
+namespace {
+
+constexpr std::size_t kRegionBytes = 4096 + AnswerStaging::kCapacityBytes;  // a page for the header
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "two processes share these counters");
+
+void* map_region(int fd) {
+  void* mapping = ::mmap(nullptr, kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return mapping == MAP_FAILED ? nullptr : mapping;
+}
+
+}  // namespace
+
+AnswerStaging::AnswerStaging(int fd, void* mapping) : fd_(fd), mapping_(mapping) {}
+
+AnswerStaging AnswerStaging::create() {
+  const int fd = ::memfd_create("detfuzz-answers", MFD_CLOEXEC);
+  if (fd < 0 || ::ftruncate(fd, kRegionBytes) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw Error(ErrorKind::internal, "cannot create the shared memory for a worker's answers: " + why);
+  }
+  void* mapping = map_region(fd);
+  if (!mapping) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    throw Error(ErrorKind::internal, "cannot map the shared memory for a worker's answers: " + why);
+  }
+  new (mapping) Header{{0}, {0}};
+  return AnswerStaging(fd, mapping);
+}
+
+AnswerStaging AnswerStaging::attach(int fd) {
+  if (fd < 0) return {};
+  // Unmappable, it is no region: every answer then goes out at once, as without one.
+  void* mapping = map_region(fd);
+  return mapping ? AnswerStaging(fd, mapping) : AnswerStaging();
+}
+
+AnswerStaging::AnswerStaging(AnswerStaging&& other) noexcept { *this = std::move(other); }
+
+AnswerStaging& AnswerStaging::operator=(AnswerStaging&& other) noexcept {
+  std::swap(fd_, other.fd_);
+  std::swap(mapping_, other.mapping_);
+  std::swap(staged_lines_, other.staged_lines_);
+  std::swap(last_sent_, other.last_sent_);
+  return *this;
+}
+
+AnswerStaging::~AnswerStaging() {
+  if (mapping_) ::munmap(mapping_, kRegionBytes);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+AnswerStaging::Header* AnswerStaging::header() const { return static_cast<Header*>(mapping_); }
+char* AnswerStaging::data() const { return static_cast<char*>(mapping_) + 4096; }
+
+bool AnswerStaging::stage(std::string_view line) {
+  if (!mapping_) return false;
+  const std::uint64_t bytes = header()->bytes.load(std::memory_order_relaxed);
+  if (bytes + line.size() > kCapacityBytes) return false;
+  std::memcpy(data() + bytes, line.data(), line.size());
+  header()->bytes.store(bytes + line.size(), std::memory_order_release);
+  ++staged_lines_;
+  return true;
+}
+
+std::string_view AnswerStaging::staged() const {
+  if (!mapping_) return {};
+  return {data(), static_cast<std::size_t>(header()->bytes.load(std::memory_order_relaxed))};
+}
+
+bool AnswerStaging::send_due(Clock::time_point now) const {
+  return staged_lines_ > 0 && (staged().size() >= kSendBytes || now - last_sent_ >= kMostDelay);
+}
+
+void AnswerStaging::sent_staged(Clock::time_point now) {
+  last_sent_ = now;
+  if (!mapping_ || staged_lines_ == 0) return;
+  // Empty first: a death between the two stores then leaves nothing to take twice.
+  header()->bytes.store(0, std::memory_order_release);
+  header()->first_answer.fetch_add(staged_lines_, std::memory_order_release);
+  staged_lines_ = 0;
+}
+
+void AnswerStaging::sent_one_unstaged(Clock::time_point now) {
+  last_sent_ = now;
+  if (mapping_) header()->first_answer.fetch_add(1, std::memory_order_release);
+}
+
+void AnswerStaging::reset() {
+  if (!mapping_) return;
+  header()->bytes.store(0, std::memory_order_relaxed);
+  header()->first_answer.store(0, std::memory_order_relaxed);
+  staged_lines_ = 0;
+}
+
+std::string AnswerStaging::unsent(std::uint64_t answers_received) const {
+  const std::string_view lines = staged();
+  std::uint64_t number = header() ? header()->first_answer.load(std::memory_order_acquire) : 0;
+  std::size_t start = 0;
+  while (start < lines.size() && number < answers_received) {
+    const std::size_t newline = lines.find('\n', start);
+    if (newline == std::string_view::npos) return {};
+    start = newline + 1;
+    ++number;
+  }
+  return std::string(lines.substr(start));
+}
+
+}  // namespace detfuzz::fuzz

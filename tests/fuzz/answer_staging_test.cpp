@@ -1,0 +1,100 @@
+// AnswerStaging (fuzz/answer_staging.h): the answers a worker staged must survive its death,
+// come back exactly once (neither those the pipe already brought nor any twice), and go out
+// soon enough that the campaign never takes a slow case for a hung one.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <string>
+
+#include "fuzz/answer_staging.h"
+
+namespace detfuzz::fuzz {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = AnswerStaging::Clock;
+
+// The campaign's region and the worker's view of it, in one process (the worker's mapping
+// is a second one of the same memory, as in the worker process).
+struct Region {
+  AnswerStaging campaign = AnswerStaging::create();
+  AnswerStaging worker = AnswerStaging::attach(::dup(campaign.fd()));
+};
+
+TEST(AnswerStaging, AWorkerThatDiesLeavesEveryAnswerThePipeDidNotBring) {
+  Region region;
+  for (const char* line : {"{\"a\":0}\n", "{\"a\":1}\n", "{\"a\":2}\n"}) ASSERT_TRUE(region.worker.stage(line));
+  EXPECT_EQ(region.campaign.unsent(0), "{\"a\":0}\n{\"a\":1}\n{\"a\":2}\n");
+  EXPECT_EQ(region.campaign.unsent(2), "{\"a\":2}\n");
+  EXPECT_EQ(region.campaign.unsent(3), "");
+}
+
+TEST(AnswerStaging, AnswersTheWorkerSentAreNotTakenAgain) {
+  Region region;
+  const Clock::time_point now = Clock::now();
+  ASSERT_TRUE(region.worker.stage("0\n"));
+  ASSERT_TRUE(region.worker.stage("1\n"));
+  // Written to the pipe, then died before saying so: the campaign's count tells them apart.
+  EXPECT_EQ(region.campaign.unsent(2), "");
+  region.worker.sent_staged(now);
+  EXPECT_EQ(region.worker.staged(), "");
+  EXPECT_EQ(region.campaign.unsent(2), "");
+  ASSERT_TRUE(region.worker.stage("2\n"));
+  EXPECT_EQ(region.campaign.unsent(2), "2\n") << "numbered after those sent";
+  region.worker.sent_staged(now);
+  // An answer too large to stage goes out at once, and counts.
+  EXPECT_FALSE(region.worker.stage(std::string(AnswerStaging::kCapacityBytes + 1, 'x')));
+  region.worker.sent_one_unstaged(now);
+  ASSERT_TRUE(region.worker.stage("4\n"));
+  EXPECT_EQ(region.campaign.unsent(4), "4\n");
+  EXPECT_EQ(region.campaign.unsent(5), "");
+}
+
+TEST(AnswerStaging, StagingFillsUpToItsRoomAndNoFurther) {
+  Region region;
+  const std::string line(1000, 'x');
+  std::size_t staged = 0;
+  while (region.worker.stage(line + "\n")) ++staged;
+  EXPECT_EQ(staged, AnswerStaging::kCapacityBytes / 1001);
+  EXPECT_EQ(region.worker.staged().size(), staged * 1001);
+  EXPECT_EQ(region.campaign.unsent(staged - 1), line + "\n");
+}
+
+TEST(AnswerStaging, SendingIsDueOnceTheLastWriteIsOldOrTheAnswersAreMany) {
+  Region region;
+  const Clock::time_point t0 = Clock::now();
+  region.worker.sent_staged(t0);
+  EXPECT_FALSE(region.worker.send_due(t0 + 1h)) << "nothing staged, nothing to send";
+  ASSERT_TRUE(region.worker.stage("0\n"));
+  EXPECT_FALSE(region.worker.send_due(t0 + AnswerStaging::kMostDelay - 1us));
+  // The clock runs from the last write, not from the oldest staged answer: a case that took
+  // long and the one after it may not wait together.
+  EXPECT_TRUE(region.worker.send_due(t0 + AnswerStaging::kMostDelay));
+  region.worker.sent_staged(t0 + 1s);
+  ASSERT_TRUE(region.worker.stage("1\n"));
+  EXPECT_FALSE(region.worker.send_due(t0 + 1s + 1ms));
+  const std::string line(999, 'x');
+  while (region.worker.staged().size() < AnswerStaging::kSendBytes) ASSERT_TRUE(region.worker.stage(line + "\n"));
+  EXPECT_TRUE(region.worker.send_due(t0 + 1s + 1ms));
+}
+
+TEST(AnswerStaging, ANewWorkerStartsEmptyAndAWorkerWithoutARegionSendsAtOnce) {
+  Region region;
+  ASSERT_TRUE(region.worker.stage("0\n"));
+  region.worker.sent_staged(Clock::now());
+  ASSERT_TRUE(region.worker.stage("1\n"));
+  region.campaign.reset();
+  AnswerStaging next = AnswerStaging::attach(::dup(region.campaign.fd()));
+  EXPECT_EQ(region.campaign.unsent(0), "");
+  ASSERT_TRUE(next.stage("0\n"));
+  EXPECT_EQ(region.campaign.unsent(0), "0\n") << "numbered from 0 again";
+
+  AnswerStaging none = AnswerStaging::attach(-1);
+  EXPECT_FALSE(none.stage("0\n"));
+  EXPECT_EQ(none.staged(), "");
+  EXPECT_FALSE(none.send_due(Clock::now()));
+}
+
+}  // namespace
+}  // namespace detfuzz::fuzz
