@@ -34,8 +34,9 @@ void* map_region(int fd) {
 
 AnswerStaging::AnswerStaging(int fd, void* mapping) : fd_(fd), mapping_(mapping) {}
 
-AnswerStaging AnswerStaging::create() {
-  const int fd = ::memfd_create("detfuzz-answers", MFD_CLOEXEC);
+AnswerStaging AnswerStaging::create(int (*place_descriptor)(int fd)) {
+  int fd = ::memfd_create("detfuzz-answers", MFD_CLOEXEC);
+  if (fd >= 0 && place_descriptor) fd = place_descriptor(fd);
   if (fd < 0 || ::ftruncate(fd, kRegionBytes) != 0) {
     const std::string why = std::strerror(errno);
     if (fd >= 0) ::close(fd);
@@ -53,9 +54,12 @@ AnswerStaging AnswerStaging::create() {
 
 AnswerStaging AnswerStaging::attach(int fd) {
   if (fd < 0) return {};
-  // Unmappable, it is no region: every answer then goes out at once, as without one.
   void* mapping = map_region(fd);
-  return mapping ? AnswerStaging(fd, mapping) : AnswerStaging();
+  if (!mapping)
+    throw Error(ErrorKind::usage, "--answer-staging-fd " + std::to_string(fd) +
+                                      ": expected the descriptor of a campaign's shared answer memory (" +
+                                      std::to_string(kRegionBytes) + " bytes), cannot map it: " + std::strerror(errno));
+  return AnswerStaging(fd, mapping);
 }
 
 AnswerStaging::AnswerStaging(AnswerStaging&& other) noexcept { *this = std::move(other); }

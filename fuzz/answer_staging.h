@@ -31,10 +31,11 @@ class AnswerStaging {
   // ... or once the last write is this old: far below any case timeout (seconds).
   static constexpr Clock::duration kMostDelay = std::chrono::milliseconds(5);
 
-  // The campaign's side: a new shared region. Its descriptor goes to the worker (`fd()`).
-  static AnswerStaging create();
-  // The worker's side: the region behind `fd`; -1 gives no region, and every answer is
-  // sent at once (a worker run by hand).
+  // The campaign's side: a new shared region. Its descriptor, as `place_descriptor` moves
+  // it, goes to the worker (`fd()`).
+  static AnswerStaging create(int (*place_descriptor)(int fd) = nullptr);
+  // The worker's side: the region behind `fd` (Error if it cannot be mapped); -1 gives no
+  // region, and every answer is sent at once (a worker run by hand).
   static AnswerStaging attach(int fd);
 
   AnswerStaging() = default;

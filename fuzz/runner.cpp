@@ -80,6 +80,15 @@ std::string signal_name(int signal) {
   return abbreviation ? std::string("SIG") + abbreviation : "signal " + std::to_string(signal);
 }
 
+// `fd` moved above the descriptors a worker is given (0 to 4), still closed on exec.
+int above_worker_descriptors(int fd) {
+  if (fd > 4) return fd;
+  const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 5);
+  if (moved < 0) throw Error(ErrorKind::internal, std::string("cannot move a descriptor: ") + std::strerror(errno));
+  ::close(fd);
+  return moved;
+}
+
 std::string tail_of_file(const std::string& path, std::size_t max_lines = 12) {
   std::ifstream file(path);
   std::vector<std::string> lines;
@@ -131,7 +140,7 @@ class Worker {
       : options_(options),
         stderr_path_(options.scratch_dir + "/worker-" + std::to_string(index) + ".stderr"),
         inflight_(options.scratch_dir + "/inflight-" + std::to_string(index) + ".jsonl"),
-        staging_(AnswerStaging::create()) {
+        staging_(AnswerStaging::create(above_worker_descriptors)) {
     corpus::ensure_directory(options.scratch_dir);
   }
   ~Worker() { stop(); }
@@ -194,6 +203,9 @@ class Worker {
     int to_worker[2], from_worker[2], doorbell[2];
     if (pipe2(to_worker, O_CLOEXEC) != 0 || pipe2(from_worker, O_CLOEXEC) != 0 || pipe2(doorbell, O_CLOEXEC) != 0)
       throw Error(ErrorKind::internal, std::string("cannot create pipes for a worker: ") + std::strerror(errno));
+    // The child's ends become its descriptors 0, 1, 3 and 4 in turn: none may be one of those
+    // before its turn (a dup2 onto it would replace it).
+    for (int* fd : {&to_worker[0], &from_worker[1], &doorbell[1]}) *fd = above_worker_descriptors(*fd);
     // Before the worker starts: it reads the answer pipe's size to know when to ring early.
     ::fcntl(from_worker[1], F_SETPIPE_SZ, kAnswerPipeBytes);  // best effort: the default 64 KiB works, with more rings
     // A full doorbell is rung already: the worker must never block on it. And we must never

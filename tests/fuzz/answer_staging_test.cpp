@@ -8,6 +8,7 @@
 #include <string>
 
 #include "fuzz/answer_staging.h"
+#include "model/error.h"
 
 namespace detfuzz::fuzz {
 namespace {
@@ -79,7 +80,7 @@ TEST(AnswerStaging, SendingIsDueOnceTheLastWriteIsOldOrTheAnswersAreMany) {
   EXPECT_TRUE(region.worker.send_due(t0 + 1s + 1ms));
 }
 
-TEST(AnswerStaging, ANewWorkerStartsEmptyAndAWorkerWithoutARegionSendsAtOnce) {
+TEST(AnswerStaging, ANewWorkerStartsEmptyAWorkerWithoutARegionSendsAtOnceAndAWrongRegionIsAnError) {
   Region region;
   ASSERT_TRUE(region.worker.stage("0\n"));
   region.worker.sent_staged(Clock::now());
@@ -89,6 +90,19 @@ TEST(AnswerStaging, ANewWorkerStartsEmptyAndAWorkerWithoutARegionSendsAtOnce) {
   EXPECT_EQ(region.campaign.unsent(0), "");
   ASSERT_TRUE(next.stage("0\n"));
   EXPECT_EQ(region.campaign.unsent(0), "0\n") << "numbered from 0 again";
+
+  // A descriptor that is not the shared memory (descriptors mixed up when the worker was
+  // started) must not quietly become a worker that sends every answer at once.
+  int pipe_ends[2];
+  ASSERT_EQ(::pipe(pipe_ends), 0);
+  try {
+    AnswerStaging::attach(pipe_ends[0]);
+    ADD_FAILURE() << "a pipe was taken for the shared memory";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--answer-staging-fd"), std::string::npos) << e.what();
+  }
+  ::close(pipe_ends[0]);
+  ::close(pipe_ends[1]);
 
   AnswerStaging none = AnswerStaging::attach(-1);
   EXPECT_FALSE(none.stage("0\n"));
