@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -42,6 +43,50 @@ compare::Verdict verdict_from_json(const nlohmann::json& json) {
   verdict.message = json.at("message").get<std::string>();
   verdict.details = json.value("details", nlohmann::json());
   return verdict;
+}
+
+namespace {
+
+constexpr char kShortRunAnswer = 'p';
+
+}  // namespace
+
+std::string run_answer_line(const CaseOutcome& outcome) {
+  const CaseTimes& t = outcome.times;
+  if (outcome.judgement.verdicts.empty())  // fmt's shortest form reads back as the same double
+    return fmt::format("{} {} {} {} {} {} {} {}\n", kShortRunAnswer, outcome.size,
+                       outcome.judgement.max_normalized_error, outcome.input_magnitude, t.generation_s, t.kernel_s,
+                       t.oracle_s, t.judge_s);
+  nlohmann::json verdicts = nlohmann::json::array();
+  for (const auto& v : outcome.judgement.verdicts) verdicts.push_back(verdict_json(v));
+  nlohmann::json answer{{"verdicts", std::move(verdicts)},
+                        {"max_normalized_error", outcome.judgement.max_normalized_error},
+                        {"size", outcome.size},
+                        {"times", {t.generation_s, t.kernel_s, t.oracle_s, t.judge_s}}};
+  if (outcome.input_magnitude >= 0) answer["magnitude"] = outcome.input_magnitude;
+  return answer.dump() + "\n";
+}
+
+std::optional<CaseOutcome> outcome_from_short_line(std::string_view line) {
+  if (line.empty() || line.front() != kShortRunAnswer) return std::nullopt;
+  const char* at = line.data() + 1;
+  const char* const end = line.data() + line.size();
+  auto next = [&](auto& value) {
+    while (at < end && *at == ' ') ++at;
+    const auto [stop, error] = std::from_chars(at, end, value);
+    if (error != std::errc() || (stop < end && *stop != ' ' && *stop != '\n'))
+      throw Error(ErrorKind::internal, "a worker's answer is not a run answer: " + std::string(line.substr(0, 200)));
+    at = stop;
+  };
+  CaseOutcome outcome;
+  CaseTimes& t = outcome.times;
+  next(outcome.size);
+  next(outcome.judgement.max_normalized_error);
+  next(outcome.input_magnitude);
+  for (double* time : {&t.generation_s, &t.kernel_s, &t.oracle_s, &t.judge_s}) next(*time);
+  if (at != end && std::string_view(at, static_cast<std::size_t>(end - at)) != "\n")
+    throw Error(ErrorKind::internal, "a worker's run answer has more than its numbers: " + std::string(line.substr(0, 200)));
+  return outcome;
 }
 
 // ---------------------------------------------------------------- in process
@@ -126,7 +171,15 @@ class Worker {
     nlohmann::json answer;
     std::string death;  // "SIGSEGV", "exit 3"
     std::string stderr_tail;
+    std::optional<CaseOutcome> run;  // a run answer's short line, read (then `answer` is empty)
   };
+  static Reply ended(Outcome outcome, std::string death, std::string stderr_tail) {
+    Reply reply;
+    reply.outcome = outcome;
+    reply.death = std::move(death);
+    reply.stderr_tail = std::move(stderr_tail);
+    return reply;
+  }
 
   // Starts the process and asks it to say when it is ready, without waiting for the answer:
   // a spare warms up while another worker runs cases.
@@ -242,6 +295,7 @@ class Worker {
       throw Error(ErrorKind::internal, "cannot start a worker (" + options_.executable + "): " + std::strerror(error));
     }
     buffer_.clear();
+    taken_ = 0;
     answers_closed_ = false;
     staging_.reset();
     answers_taken_ = 0;
@@ -278,17 +332,19 @@ class Worker {
   Reply receive(double timeout_s) {
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
     for (;;) {
-      const auto newline = buffer_.find('\n');
+      const auto newline = buffer_.find('\n', taken_);
       if (newline != std::string::npos) {
         Reply reply;
         try {
-          reply.answer = nlohmann::json::parse(buffer_.substr(0, newline));
-        } catch (const nlohmann::json::exception&) {
-          buffer_.erase(0, newline + 1);
+          const std::string_view line(buffer_.data() + taken_, newline - taken_);
+          reply.run = outcome_from_short_line(line);
+          if (!reply.run) reply.answer = nlohmann::json::parse(line);
+        } catch (const std::exception&) {
+          taken_ = newline + 1;
           stop();
-          return {Outcome::died, {}, "garbled answer", tail_of_file(stderr_path_)};
+          return ended(Outcome::died, "garbled answer", tail_of_file(stderr_path_));
         }
-        buffer_.erase(0, newline + 1);
+        taken_ = newline + 1;  // not erased: a batch's answers would move once per answer
         ++answers_taken_;
         return reply;
       }
@@ -300,13 +356,13 @@ class Worker {
       }
       if (stop_requested()) {  // SIGINT/SIGTERM: abandon the case in flight
         stop();
-        return {Outcome::interrupted, {}, "interrupted", ""};
+        return ended(Outcome::interrupted, "interrupted", "");
       }
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) {
         stop();
         take_staged_answers();  // the answers before the case that hung
-        casualty_ = Reply{Outcome::timed_out, {}, "timeout", tail_of_file(stderr_path_)};
+        casualty_ = ended(Outcome::timed_out, "timeout", tail_of_file(stderr_path_));
         continue;
       }
       wait_for_answers(static_cast<int>(std::min<long long>(left, static_cast<long long>(kLookSeconds * 1000))));
@@ -318,7 +374,7 @@ class Worker {
   void wait_for_answers(int timeout_ms) {
     // Part of an answer in: the worker may be blocked writing the rest, so its data wakes
     // us too (only answers larger than half the pipe, which the worker rings before).
-    const bool partial = !buffer_.empty();
+    const bool partial = buffer_.size() > taken_;
     pollfd fds[2] = {{doorbell_, POLLIN, 0}, {from_, POLLIN, 0}};
     if (::poll(fds, partial ? 2 : 1, timeout_ms) < 0 && errno != EINTR)
       throw Error(ErrorKind::internal, std::string("cannot wait for a worker: ") + std::strerror(errno));
@@ -330,6 +386,8 @@ class Worker {
 
   // Every answer byte in the pipe now.
   void take_pipe_answers() {
+    buffer_.erase(0, taken_);
+    taken_ = 0;
     char chunk[65536];
     for (;;) {
       const ssize_t n = ::read(from_, chunk, sizeof chunk);
@@ -379,8 +437,8 @@ class Worker {
   // it did (a line cut short by its death is no answer).
   void take_staged_answers() {
     const std::size_t last_newline = buffer_.rfind('\n');
-    buffer_.erase(last_newline == std::string::npos ? 0 : last_newline + 1);
-    const auto in_buffer = static_cast<std::uint64_t>(std::count(buffer_.begin(), buffer_.end(), '\n'));
+    buffer_.erase(last_newline == std::string::npos || last_newline < taken_ ? taken_ : last_newline + 1);
+    const auto in_buffer = static_cast<std::uint64_t>(std::count(buffer_.begin() + static_cast<std::ptrdiff_t>(taken_), buffer_.end(), '\n'));
     buffer_ += staging_.unsent(answers_taken_ + in_buffer);
   }
 
@@ -398,7 +456,8 @@ class Worker {
   int to_ = -1, from_ = -1, doorbell_ = -1;
   bool pinged_ = false;
   bool answers_closed_ = false;  // the answer pipe reached its end
-  std::string buffer_;
+  std::string buffer_;  // answer bytes received; those before taken_ are taken
+  std::size_t taken_ = 0;
   AnswerStaging staging_;
   std::uint64_t answers_taken_ = 0;  // answers received from this process
   // Its death (or hang), to tell once the answers staged before it are taken.
@@ -442,7 +501,9 @@ class WorkerRunner final : public CaseRunner {
         if (reply.outcome == Worker::Outcome::interrupted) return outcomes;
         const CaseRequest& request = requests[outcomes.size()];
         CaseOutcome outcome;
-        if (reply.outcome == Worker::Outcome::answered) {
+        if (reply.outcome == Worker::Outcome::answered && reply.run) {
+          outcome = std::move(*reply.run);
+        } else if (reply.outcome == Worker::Outcome::answered) {
           checked(reply.answer);
           outcome.judgement = judgement_from(reply.answer);
           outcome.size = reply.answer.value("size", static_cast<std::size_t>(0));
@@ -656,15 +717,6 @@ nlohmann::json judgement_answer(const compare::Judgement& judgement) {
   return {{"verdicts", std::move(verdicts)}, {"max_normalized_error", judgement.max_normalized_error}};
 }
 
-nlohmann::json run_answer(const CaseOutcome& outcome) {
-  nlohmann::json reply = judgement_answer(outcome.judgement);
-  const CaseTimes& t = outcome.times;
-  reply["size"] = outcome.size;
-  reply["times"] = {t.generation_s, t.kernel_s, t.oracle_s, t.judge_s};
-  if (outcome.input_magnitude >= 0) reply["magnitude"] = outcome.input_magnitude;
-  return reply;
-}
-
 // The cell a message names: its op (nullptr when unknown) and a request for its cases.
 struct MessageCell {
   const OpHarness* op = nullptr;
@@ -748,9 +800,7 @@ int serve_worker(const Registry& registry, int doorbell_fd, int staging_fd) {
     write_answers(staging.staged());
     staging.sent_staged(AnswerStaging::Clock::now());
   };
-  auto send = [&](const nlohmann::json& reply) {
-    std::string line = reply.dump();
-    line += '\n';
+  auto send_line = [&](const std::string& line) {
     if (staging.stage(line)) {
       if (staging.send_due(AnswerStaging::Clock::now())) send_staged();
       return;
@@ -759,6 +809,7 @@ int serve_worker(const Registry& registry, int doorbell_fd, int staging_fd) {
     write_answers(line);
     staging.sent_one_unstaged(AnswerStaging::Clock::now());
   };
+  auto send = [&](const nlohmann::json& reply) { send_line(reply.dump() + "\n"); };
   auto reply_with = [&](auto&& body) {
     try {
       send(body());
@@ -793,13 +844,22 @@ int serve_worker(const Registry& registry, int doorbell_fd, int staging_fd) {
     const auto cases = request.find("cases");
     if (cases == request.end() || !cases->is_array()) return;
     for (const nlohmann::json& one : *cases)
-      reply_with([&] {
-        if (!cell_error.empty()) return nlohmann::json{{"error", cell_error}};
+    {
+      if (!cell_error.empty()) {
+        send({{"error", cell_error}});
+        continue;
+      }
+      std::string answer_line;
+      try {
         CaseRequest r = cell.request;
         r.case_seed = std::stoull(one.at(0).get_ref<const std::string&>());
         r.generator_size = one.at(1).get<int>();
-        return run_answer(cell.op->run_case(r));
-      });
+        answer_line = run_answer_line(cell.op->run_case(r));
+      } catch (const std::exception& e) {
+        answer_line = nlohmann::json{{"error", e.what()}}.dump() + "\n";
+      }
+      send_line(answer_line);
+    }
   };
   for (std::string line; std::getline(std::cin, line);) {
     handle(line);

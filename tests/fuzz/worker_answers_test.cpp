@@ -1,13 +1,19 @@
-// AnswerStaging (fuzz/answer_staging.h): the answers a worker staged must survive its death,
-// come back exactly once (neither those the pipe already brought nor any twice), and go out
-// soon enough that the campaign never takes a slow case for a hung one.
+// A worker's answers on their way to the campaign. AnswerStaging (fuzz/answer_staging.h):
+// the answers a worker staged must survive its death, come back exactly once (neither those
+// the pipe already brought nor any twice), and go out soon enough that the campaign never
+// takes a slow case for a hung one. Run answers (fuzz/runner.h): what the campaign reads is
+// what the worker measured, bit for bit, in the short line or in JSON.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <string>
 
 #include "fuzz/answer_staging.h"
+#include "fuzz/runner.h"
 #include "model/error.h"
 
 namespace detfuzz::fuzz {
@@ -108,6 +114,61 @@ TEST(AnswerStaging, ANewWorkerStartsEmptyAWorkerWithoutARegionSendsAtOnceAndAWro
   EXPECT_FALSE(none.stage("0\n"));
   EXPECT_EQ(none.staged(), "");
   EXPECT_FALSE(none.send_due(Clock::now()));
+}
+
+std::uint64_t bits(double value) {
+  std::uint64_t b;
+  std::memcpy(&b, &value, sizeof b);
+  return b;
+}
+
+void expect_same_numbers(const CaseOutcome& read, const CaseOutcome& written) {
+  EXPECT_EQ(read.size, written.size);
+  EXPECT_EQ(bits(read.judgement.max_normalized_error), bits(written.judgement.max_normalized_error));
+  EXPECT_EQ(bits(read.input_magnitude), bits(written.input_magnitude));
+  EXPECT_EQ(bits(read.times.generation_s), bits(written.times.generation_s));
+  EXPECT_EQ(bits(read.times.kernel_s), bits(written.times.kernel_s));
+  EXPECT_EQ(bits(read.times.oracle_s), bits(written.times.oracle_s));
+  EXPECT_EQ(bits(read.times.judge_s), bits(written.times.judge_s));
+}
+
+TEST(RunAnswers, APassingCaseIsAShortLineThatReadsBackBitForBit) {
+  // Reports and --seed replays compare errors exactly: no digit may be lost on the way.
+  for (const double error : {0.1, 1.0 / 3.0, 0.0, -1.0, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308,
+                             0.23582646591630504, std::numeric_limits<double>::infinity()}) {
+    CaseOutcome written;
+    written.size = 30000;
+    written.judgement.max_normalized_error = error;
+    written.input_magnitude = error == -1.0 ? -1.0 : std::nextafter(1000.0, 2000.0);
+    written.times = {2.5e-06, 1.0 / 7.0, 3e-7, 0.000123426};
+    const std::string line = run_answer_line(written);
+    ASSERT_EQ(line.front(), 'p') << line;
+    ASSERT_EQ(line.back(), '\n') << line;
+    EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line per answer";
+    const std::optional<CaseOutcome> read = outcome_from_short_line(line.substr(0, line.size() - 1));
+    ASSERT_TRUE(read) << line;
+    EXPECT_TRUE(read->judgement.verdicts.empty());
+    expect_same_numbers(*read, written);
+  }
+}
+
+TEST(RunAnswers, ACaseWithVerdictsIsAJsonAnswerAndABrokenShortLineIsAnError) {
+  CaseOutcome failing;
+  failing.size = 3;
+  failing.judgement.verdicts.push_back({});
+  failing.judgement.verdicts.back().property = "keep";
+  failing.judgement.verdicts.back().message = "p 1 2 3";
+  const std::string line = run_answer_line(failing);
+  EXPECT_FALSE(outcome_from_short_line(line));
+  const nlohmann::json answer = nlohmann::json::parse(line);
+  ASSERT_EQ(answer.at("verdicts").size(), 1u);
+  EXPECT_EQ(verdict_from_json(answer.at("verdicts").at(0)).property, "keep");
+  EXPECT_EQ(answer.at("size"), 3);
+
+  EXPECT_FALSE(outcome_from_short_line(R"({"ready":true})"));
+  for (const char* broken : {"p", "p 3 0.5 -1 1 2 3", "p 3 0.5 -1 1 2 3 x", "p 3 0.5x -1 1 2 3 4", "p -3 0.5 -1 1 2 3 4",
+                             "p 3 0.5 -1 1 2 3 4 5"})
+    EXPECT_THROW(outcome_from_short_line(broken), Error) << broken;
 }
 
 }  // namespace
