@@ -18,6 +18,7 @@
 #include <deque>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 
 #include "corpus/atomic_file.h"
@@ -193,7 +194,7 @@ class Worker {
       : options_(options),
         stderr_path_(options.scratch_dir + "/worker-" + std::to_string(index) + ".stderr"),
         inflight_(options.scratch_dir + "/inflight-" + std::to_string(index) + ".jsonl"),
-        staging_(AnswerStaging::create(above_worker_descriptors)) {
+        staging_(shared_staging()) {
     corpus::ensure_directory(options.scratch_dir);
   }
   ~Worker() { stop(); }
@@ -271,12 +272,12 @@ class Worker {
     posix_spawn_file_actions_adddup2(&actions, to_worker[0], STDIN_FILENO);
     posix_spawn_file_actions_adddup2(&actions, from_worker[1], STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&actions, doorbell[1], kDoorbellFd);
-    posix_spawn_file_actions_adddup2(&actions, staging_.fd(), kAnswerStagingFd);
+    if (staging_.fd() >= 0) posix_spawn_file_actions_adddup2(&actions, staging_.fd(), kAnswerStagingFd);
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     std::vector<std::string> args{options_.executable};
     args.insert(args.end(), options_.arguments.begin(), options_.arguments.end());
-    args.insert(args.end(), {"worker", "--doorbell-fd", std::to_string(kDoorbellFd), "--answer-staging-fd",
-                             std::to_string(kAnswerStagingFd)});
+    args.insert(args.end(), {"worker", "--doorbell-fd", std::to_string(kDoorbellFd)});
+    if (staging_.fd() >= 0) args.insert(args.end(), {"--answer-staging-fd", std::to_string(kAnswerStagingFd)});
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -440,6 +441,18 @@ class Worker {
     buffer_.erase(last_newline == std::string::npos || last_newline < taken_ ? taken_ : last_newline + 1);
     const auto in_buffer = static_cast<std::uint64_t>(std::count(buffer_.begin() + static_cast<std::ptrdiff_t>(taken_), buffer_.end(), '\n'));
     buffer_ += staging_.unsent(answers_taken_ + in_buffer);
+  }
+
+  // Without shared memory (no memfd here) the worker writes each answer at once: slower,
+  // the same answers.
+  static AnswerStaging shared_staging() {
+    try {
+      return AnswerStaging::create(above_worker_descriptors);
+    } catch (const Error& e) {
+      static std::once_flag said;
+      std::call_once(said, [&] { std::cerr << "detfuzz: " << e.what() << "; workers write each answer at once\n"; });
+      return {};
+    }
   }
 
   Reply take_casualty() {
