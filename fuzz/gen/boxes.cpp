@@ -211,22 +211,23 @@ rc::Gen<Boxes> extreme(int n) {
 }
 
 rc::Gen<Boxes> scenario_part(DType dtype, double focus, int n) {
-  // Built per part: each scenario's generator is made only when it is picked (gen::lazy
-  // hands the same Random on, so the cases are the same).
-  auto when_picked = [](auto make) { return rc::gen::lazy(std::move(make)); };
-  std::vector<std::pair<std::size_t, rc::Gen<Boxes>>> choices = {
-      {3, when_picked([=] { return uniform(dtype, n); })},
-      {2, when_picked([=] { return grid(n); })},
-      {3, when_picked([=] { return clustered(dtype, n); })},
-      {3, when_picked([=] { return near_threshold(dtype, focus, n); })},
-      {2, when_picked([=] { return exact_threshold(dtype, focus, n); })},
-      {1, when_picked([=] { return duplicates(dtype, n); })},
-      {1, when_picked([=] { return degenerate(n); })},
-      {1, when_picked([=] { return far_from_origin(dtype, n); })},
-      {1, when_picked([=] { return spanning(dtype, n); })},
-  };
-  if (dtype != DType::fp16) choices.push_back({1, when_picked([=] { return extreme(n); })});
-  return weighted(choices);
+  // Each scenario's generator is made only when it is picked.
+  std::vector<std::size_t> weights{3, 2, 3, 3, 2, 1, 1, 1, 1};
+  if (dtype != DType::fp16) weights.push_back(1);  // extreme
+  return weighted_choice(std::move(weights), [dtype, focus, n](std::size_t scenario) -> rc::Gen<Boxes> {
+    switch (scenario) {
+      case 0: return uniform(dtype, n);
+      case 1: return grid(n);
+      case 2: return clustered(dtype, n);
+      case 3: return near_threshold(dtype, focus, n);
+      case 4: return exact_threshold(dtype, focus, n);
+      case 5: return duplicates(dtype, n);
+      case 6: return degenerate(n);
+      case 7: return far_from_origin(dtype, n);
+      case 8: return spanning(dtype, n);
+      default: return extreme(n);
+    }
+  });
 }
 
 }  // namespace
@@ -234,13 +235,16 @@ rc::Gen<Boxes> scenario_part(DType dtype, double focus, int n) {
 rc::Gen<int> count(int max_count) {
   return rc::gen::withSize([max_count](int size) {
     const int cap = std::max(std::min(max_count, 2), max_count * std::clamp(size, 0, 100) / 100);
-    std::vector<std::pair<std::size_t, rc::Gen<int>>> choices = {
-        {3, in_range(0, std::min(3, cap + 1))},
-        {4, in_range(0, std::min(17, cap + 1))},
-        {3, in_range(0, cap + 1)},
-    };
-    if (size >= 50) choices.push_back({1, rc::gen::just(max_count)});
-    return weighted(choices);
+    std::vector<std::size_t> weights{3, 4, 3};
+    if (size >= 50) weights.push_back(1);
+    return weighted_choice(std::move(weights), [cap, max_count](std::size_t choice) {
+      switch (choice) {
+        case 0: return in_range(0, std::min(3, cap + 1));
+        case 1: return in_range(0, std::min(17, cap + 1));
+        case 2: return in_range(0, cap + 1);
+        default: return rc::gen::just(max_count);
+      }
+    });
   });
 }
 

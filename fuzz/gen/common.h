@@ -22,18 +22,29 @@ rc::Gen<T> in_range(T min, T max) {
   return rc::gen::resize(100, rc::gen::inRange<T>(min, max));
 }
 
+// Choice i with probability weights[i] / sum, its generator made by `make(i)` only once
+// picked (a case builds one scenario's generator, not all ten). Shrinks toward choice 0, as
+// rc::gen::weightedOneOf, and draws what weighted() over the same generators draws.
+template <class Make>
+auto weighted_choice(std::vector<std::size_t> weights, Make make) -> decltype(make(std::size_t{0})) {
+  std::size_t total = 0;
+  for (std::size_t weight : weights) total += weight;
+  return rc::gen::mapcat(in_range<std::size_t>(0, total),
+                         [weights = std::move(weights), make = std::move(make)](std::size_t pick) {
+                           for (std::size_t i = 0; i < weights.size(); ++i) {
+                             if (pick < weights[i]) return make(i);
+                             pick -= weights[i];
+                           }
+                           return make(0);
+                         });
+}
+
 // rc::gen::weightedOneOf over a list built at run time (it takes an initializer_list).
 template <class T>
-rc::Gen<T> weighted(const std::vector<std::pair<std::size_t, rc::Gen<T>>>& choices) {
-  std::size_t total = 0;
-  for (const auto& choice : choices) total += choice.first;
-  return rc::gen::mapcat(in_range<std::size_t>(0, total), [choices](std::size_t pick) {
-    for (const auto& [weight, generator] : choices) {
-      if (pick < weight) return generator;
-      pick -= weight;
-    }
-    return choices.front().second;
-  });
+rc::Gen<T> weighted(std::vector<std::pair<std::size_t, rc::Gen<T>>> choices) {
+  std::vector<std::size_t> weights;
+  for (const auto& choice : choices) weights.push_back(choice.first);
+  return weighted_choice(std::move(weights), [choices = std::move(choices)](std::size_t i) { return choices[i].second; });
 }
 
 // A column of rows(): integers in [min, max) that shrink toward `toward` (min unless given),
