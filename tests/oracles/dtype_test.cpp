@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "model/dtype.h"
@@ -80,6 +81,46 @@ TEST(DType, Bf16RoundsDirectlyFromDoubleWithoutDoubleRounding) {
 TEST(DType, Fp32RoundingMatchesFloatConversion) {
   for (double value : {0.1, 1.0 / 3, 123456789.123, -7.77e-39, 3.0e38, 1e-45})
     EXPECT_EQ(round_to(DType::fp32, value), static_cast<double>(static_cast<float>(value))) << value;
+}
+
+// round_to takes the format's normal range on the double's bits: it must agree with
+// rounding the value scaled by its spacing (exact), half to even, everywhere: ties and their
+// neighbours at every exponent, the carry into the next binade, the edge of the subnormal
+// range and overflow.
+TEST(DType, RoundingOnTheBitsAgreesWithScaledRoundingInEveryBinade) {
+  auto scaled = [](DType dtype, double value) {
+    const FloatFormat& format = float_format(dtype);
+    const int exponent = std::max(std::ilogb(value), format.min_normal_exponent) - (format.precision_bits - 1);
+    const double rounded = std::nearbyint(std::ldexp(value, -exponent)) * std::ldexp(1.0, exponent);
+    return std::fabs(rounded) > format.max_finite ? std::copysign(kInf, value) : rounded;
+  };
+  std::mt19937_64 rng(11);
+  std::size_t compared = 0;
+  for (DType dtype : {DType::fp16, DType::bf16, DType::fp32}) {
+    const FloatFormat& format = float_format(dtype);
+    const int top = std::ilogb(format.max_finite) + 2;
+    for (int exponent = format.min_normal_exponent - 3; exponent <= top; ++exponent) {
+      const double spacing = std::ldexp(1.0, exponent - (format.precision_bits - 1));
+      std::vector<double> values;
+      for (int i = 0; i < 200; ++i) {
+        // A random representable value of the binade, the tie above it and both neighbours
+        // of the tie, and a random double of the binade.
+        const double significand = 1.0 + std::ldexp(static_cast<double>(rng() >> (64 - (format.precision_bits - 1))),
+                                                     -(format.precision_bits - 1));
+        const double at = std::ldexp(significand, exponent), tie = at + spacing / 2;
+        values.insert(values.end(), {at, tie, std::nextafter(tie, 0.0), std::nextafter(tie, kInf),
+                                     std::ldexp(1.0 + static_cast<double>(rng() >> 12) * 0x1p-52, exponent)});
+      }
+      values.push_back(std::ldexp(2.0, exponent) - spacing / 2);  // rounds up into the next binade
+      for (double value : values)
+        for (double signed_value : {value, -value}) {
+          ASSERT_EQ(round_to(dtype, signed_value), scaled(dtype, signed_value))
+              << dtype_name(dtype) << " " << std::hexfloat << signed_value;
+          ++compared;
+        }
+    }
+  }
+  EXPECT_GT(compared, 300000u);
 }
 
 TEST(DType, UlpAndStepsWalkTheRepresentableNumbers) {
