@@ -22,7 +22,8 @@ struct AnswerStaging::Header {
 
 namespace {
 
-constexpr std::size_t kRegionBytes = 4096 + AnswerStaging::kCapacityBytes;  // a page for the header
+constexpr std::size_t kHeaderBytes = 4096;  // a page, the answers after it
+constexpr std::size_t kRegionBytes = kHeaderBytes + AnswerStaging::kCapacityBytes;
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "two processes share these counters");
 
 void* map_region(int fd) {
@@ -78,7 +79,7 @@ AnswerStaging::~AnswerStaging() {
 }
 
 AnswerStaging::Header* AnswerStaging::header() const { return static_cast<Header*>(mapping_); }
-char* AnswerStaging::data() const { return static_cast<char*>(mapping_) + 4096; }
+char* AnswerStaging::data() const { return static_cast<char*>(mapping_) + kHeaderBytes; }
 
 bool AnswerStaging::stage(std::string_view line) {
   if (!mapping_) return false;

@@ -50,6 +50,13 @@ namespace {
 
 constexpr char kShortRunAnswer = 'p';
 
+// A judgement as the worker answers it; a run's also with its size, times and magnitude.
+nlohmann::json judgement_answer(const compare::Judgement& judgement) {
+  nlohmann::json verdicts = nlohmann::json::array();
+  for (const auto& v : judgement.verdicts) verdicts.push_back(verdict_json(v));
+  return {{"verdicts", std::move(verdicts)}, {"max_normalized_error", judgement.max_normalized_error}};
+}
+
 }  // namespace
 
 std::string run_answer_line(const CaseOutcome& outcome) {
@@ -58,12 +65,9 @@ std::string run_answer_line(const CaseOutcome& outcome) {
     return fmt::format("{} {} {} {} {} {} {} {}\n", kShortRunAnswer, outcome.size,
                        outcome.judgement.max_normalized_error, outcome.input_magnitude, t.generation_s, t.kernel_s,
                        t.oracle_s, t.judge_s);
-  nlohmann::json verdicts = nlohmann::json::array();
-  for (const auto& v : outcome.judgement.verdicts) verdicts.push_back(verdict_json(v));
-  nlohmann::json answer{{"verdicts", std::move(verdicts)},
-                        {"max_normalized_error", outcome.judgement.max_normalized_error},
-                        {"size", outcome.size},
-                        {"times", {t.generation_s, t.kernel_s, t.oracle_s, t.judge_s}}};
+  nlohmann::json answer = judgement_answer(outcome.judgement);
+  answer["size"] = outcome.size;
+  answer["times"] = {t.generation_s, t.kernel_s, t.oracle_s, t.judge_s};
   if (outcome.input_magnitude >= 0) answer["magnitude"] = outcome.input_magnitude;
   return answer.dump() + "\n";
 }
@@ -723,13 +727,6 @@ class WorkerRunner final : public CaseRunner {
 
 // ---------------------------------------------------------------- worker side
 
-// A judgement as the worker answers it; a run's also with its size, times and magnitude.
-nlohmann::json judgement_answer(const compare::Judgement& judgement) {
-  nlohmann::json verdicts = nlohmann::json::array();
-  for (const auto& v : judgement.verdicts) verdicts.push_back(verdict_json(v));
-  return {{"verdicts", std::move(verdicts)}, {"max_normalized_error", judgement.max_normalized_error}};
-}
-
 // The cell a message names: its op (nullptr when unknown) and a request for its cases.
 struct MessageCell {
   const OpHarness* op = nullptr;
@@ -856,8 +853,7 @@ int serve_worker(const Registry& registry, int doorbell_fd, int staging_fd) {
     // Read in place: a batch holds thousands of cases, and value() would copy them all.
     const auto cases = request.find("cases");
     if (cases == request.end() || !cases->is_array()) return;
-    for (const nlohmann::json& one : *cases)
-    {
+    for (const nlohmann::json& one : *cases) {
       if (!cell_error.empty()) {
         send({{"error", cell_error}});
         continue;
@@ -869,7 +865,8 @@ int serve_worker(const Registry& registry, int doorbell_fd, int staging_fd) {
         r.generator_size = one.at(1).get<int>();
         answer_line = run_answer_line(cell.op->run_case(r));
       } catch (const std::exception& e) {
-        answer_line = nlohmann::json{{"error", e.what()}}.dump() + "\n";
+        send({{"error", e.what()}});
+        continue;
       }
       send_line(answer_line);
     }
