@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -64,16 +65,40 @@ using Row = std::array<int, K>;
 
 namespace detail {
 
+// x % divisor for a divisor fixed in advance, by multiplications instead of a division
+// (Lemire, Kaser and Kurz, "Faster Remainder by Direct Computation", 2019: with a 128-bit
+// inverse it is exact for every 64-bit x and divisor). The division was a quarter of
+// drawing a row.
+class Remainder {
+ public:
+  explicit Remainder(std::uint64_t divisor) : divisor_(divisor), inverse_(~Wide{0} / divisor + 1) {
+    if (divisor == 0) throw std::invalid_argument("gen::detail::Remainder: division by zero");
+  }
+  std::uint64_t of(std::uint64_t x) const {
+    const Wide fraction = inverse_ * x;  // modulo 2^128: the fractional part of x / divisor
+    const Wide low = static_cast<Wide>(static_cast<std::uint64_t>(fraction)) * divisor_;
+    const Wide high = (fraction >> 64) * divisor_;
+    return static_cast<std::uint64_t>((high + (low >> 64)) >> 64);
+  }
+
+ private:
+  __extension__ using Wide = unsigned __int128;
+  std::uint64_t divisor_;
+  Wide inverse_;
+};
+
 template <std::size_t K>
 std::vector<Row<K>> draw_rows(std::uint64_t seed, std::size_t n, const std::array<Column, K>& columns) {
+  std::array<std::optional<Remainder>, K> ranges;
+  for (std::size_t j = 0; j < K; ++j)
+    ranges[j].emplace(static_cast<std::uint64_t>(static_cast<std::int64_t>(columns[j].max) - columns[j].min));
   std::vector<Row<K>> rows(n);
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < K; ++j) {
-      const auto range = static_cast<std::uint64_t>(static_cast<std::int64_t>(columns[j].max) - columns[j].min);
       // Counter-based: element i*K + j of the stream `seed`, drawn without the ones before it.
       const std::uint64_t bits = splitmix64(seed + (i * K + j) * kSplitMix64Gamma);
       // The modulo's bias is range / 2^64: nothing for ranges of int.
-      rows[i][j] = columns[j].min + static_cast<int>(bits % range);
+      rows[i][j] = columns[j].min + static_cast<int>(ranges[j]->of(bits));
     }
   return rows;
 }

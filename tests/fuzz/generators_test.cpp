@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fuzz/gen/boxes.h"
+#include "fuzz/gen/common.h"
 #include "fuzz/gen/rois.h"
 #include "fuzz/ops/op_harness.h"
 #include "model/hash.h"
@@ -19,6 +20,31 @@ bool valid_in(DType dtype, const Box& b) {
   for (double v : {b.x1, b.y1, b.x2, b.y2})
     if (!std::isfinite(v) || !representable(dtype, v)) return false;
   return b.x1 <= b.x2 && b.y1 <= b.y2;
+}
+
+// draw_rows' remainder by multiplication must be the remainder: the pinned case streams
+// were drawn with x % range.
+TEST(RowDraws, RemainderByMultiplicationIsTheRemainderForEveryDivisorSize) {
+  std::vector<std::uint64_t> divisors = {1, 2, 3, 5, 7, 10, 100, 255, 256, 257, 1000, 65535, 65536, 65537,
+                                         (1ULL << 31) - 1, 1ULL << 31, (1ULL << 32) - 1, 1ULL << 32,
+                                         (1ULL << 32) + 1, (1ULL << 63) - 25, 1ULL << 63, ~0ULL - 1, ~0ULL};
+  std::vector<std::uint64_t> numerators = {0, 1, 2, 1ULL << 32, (1ULL << 63) - 1, 1ULL << 63, ~0ULL - 1, ~0ULL};
+  for (std::uint64_t i = 0; i < 2000; ++i) {
+    divisors.push_back(splitmix64(i) >> (i % 64));  // every bit length
+    numerators.push_back(splitmix64(i + 99991) >> (i % 61));
+  }
+  for (std::uint64_t d : divisors) {
+    if (d == 0) continue;
+    const detail::Remainder remainder(d);
+    for (std::uint64_t x : numerators) {
+      ASSERT_EQ(remainder.of(x), x % d) << x << " % " << d;
+      ASSERT_EQ(remainder.of(x - x % d), 0u) << "a multiple of " << d;
+      if (x != 0) {
+        ASSERT_EQ(remainder.of(x - 1), (x - 1) % d) << x - 1 << " % " << d;
+      }
+    }
+  }
+  EXPECT_THROW(detail::Remainder(0), std::invalid_argument);
 }
 
 RC_GTEST_PROP(BoxGenerators, NmsProblemsAreValidRoundedAndCapped, ()) {
