@@ -135,6 +135,35 @@ TEST(DType, UlpAndStepsWalkTheRepresentableNumbers) {
   EXPECT_FALSE(representable(DType::fp16, 2049.0));
 }
 
+// ulp() reads the exponent from the double's bits and builds the power of two from bits: in
+// every binade of the double (its subnormals, its largest values, powers of two and their
+// neighbours) it must be what ilogb and ldexp give.
+TEST(DType, UlpOnTheBitsAgreesWithIlogbAndLdexpInEveryBinade) {
+  std::size_t compared = 0;
+  for (DType dtype : kFloatDTypes) {
+    const FloatFormat& format = float_format(dtype);
+    auto reference = [&](double v) {
+      if (dtype == DType::fp64) return std::nextafter(std::fabs(v), kInf) - std::fabs(v);
+      const int exponent = v == 0 ? format.min_normal_exponent : std::max(std::ilogb(v), format.min_normal_exponent);
+      return std::ldexp(1.0, exponent - (format.precision_bits - 1));
+    };
+    for (int e = -1074; e <= 1023; ++e) {
+      const double power = std::ldexp(1.0, e);
+      for (double v : {power, std::nextafter(power, 0.0), std::nextafter(power, kInf), power * 1.75}) {
+        if (!std::isfinite(v)) continue;
+        for (double signed_v : {v, -v}) {
+          ASSERT_EQ(ulp(dtype, signed_v), reference(signed_v)) << dtype_name(dtype) << " " << signed_v;
+          ASSERT_EQ(half_ulp(dtype, signed_v), reference(signed_v) / 2) << dtype_name(dtype) << " " << signed_v;
+          ++compared;
+        }
+      }
+    }
+    EXPECT_EQ(ulp(dtype, 0.0), reference(0.0)) << dtype_name(dtype);
+    EXPECT_TRUE(std::isnan(ulp(dtype, kInf))) << dtype_name(dtype);
+  }
+  EXPECT_GT(compared, 30000u);
+}
+
 }  // namespace
 }  // namespace detfuzz
 
