@@ -153,9 +153,9 @@ AxisSample::Fractions fractions(AxisSample& a, const std::array<bool, kFloatDTyp
   return computed;
 }
 
-// `one`: t.input(1.0).
-Sample make_sample(AxisSample& y, AxisSample& x, std::int64_t width, const Tracked& one, ErrorTracker& t) {
-  Sample s;
+// `one`: t.input(1.0). Into a fresh sample `s` in place: a Sample is 440 bytes, and
+// returning one to copy into the vector was a fifth of evaluate_roi's own time.
+void make_sample(AxisSample& y, AxisSample& x, std::int64_t width, const Tracked& one, ErrorTracker& t, Sample& s) {
   s.y = y.position.value;
   s.x = x.position.value;
   s.inside = y.inside && x.inside;
@@ -183,7 +183,6 @@ Sample make_sample(AxisSample& y, AxisSample& x, std::int64_t width, const Track
   s.weight[2] = t.mul(along_y.fraction, along_x.rest);
   s.weight[3] = t.mul(along_y.fraction, along_x.fraction);
   for (int k = 0; k < 4; ++k) s.weight_fp32[k] = static_cast<float>(s.weight[k].value);
-  return s;
 }
 
 // How far the bilinear surface can move, per unit of position error along each axis, when
@@ -1014,7 +1013,7 @@ void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int 
     std::vector<AxisSample> rows = axis(g.start_h, g.bin_h, ph, grid_h, map.height);
     for (std::vector<AxisSample>& bin_columns : columns)
       for (AxisSample& y : rows)
-        for (AxisSample& x : bin_columns) samples.push_back(make_sample(y, x, map.width, one, t));
+        for (AxisSample& x : bin_columns) make_sample(y, x, map.width, one, t, samples.emplace_back());
   }
   const Tracked count = t.input(std::max(grid_h * grid_w, 1));
   const ElementContext ctx = element_context(map, tiers, count, t.in_range()[tiers.format[0]]);
