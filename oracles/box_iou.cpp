@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "model/error.h"
 #include "running_error.h"
 
 namespace detfuzz::oracles {
@@ -10,19 +11,45 @@ namespace detfuzz::oracles {
 double IouTerms::bound(DType compute) const { return error_bound[format_index(compute)]; }
 bool IouTerms::range_ok(DType compute) const { return in_range[format_index(compute)]; }
 
-IouTerms iou_terms(const Box& a, const Box& b, BoxConvention convention) {
+TrackedBox tracked_box(const Box& b, BoxConvention convention) {
   ErrorTracker t;
-  const bool legacy = convention == BoxConvention::legacy_plus_one;
-  const Tracked one = t.input(1.0);
-  // Each coordinate enters once: the extents and the overlaps read the same inputs.
-  const Tracked ax1 = t.input(a.x1), ay1 = t.input(a.y1), ax2 = t.input(a.x2), ay2 = t.input(a.y2);
-  const Tracked bx1 = t.input(b.x1), by1 = t.input(b.y1), bx2 = t.input(b.x2), by2 = t.input(b.y2);
+  TrackedBox box;
+  box.convention = convention;
+  box.x1 = t.input(b.x1);
+  box.y1 = t.input(b.y1);
+  box.x2 = t.input(b.x2);
+  box.y2 = t.input(b.y2);
   auto extent = [&](const Tracked& lo, const Tracked& hi) {
     Tracked width = t.sub(hi, lo);
-    return legacy ? t.add(width, one) : width;
+    return convention == BoxConvention::legacy_plus_one ? t.add(width, t.input(1.0)) : width;
   };
-  const Tracked area_a = t.mul(extent(ax1, ax2), extent(ay1, ay2));
-  const Tracked area_b = t.mul(extent(bx1, bx2), extent(by1, by2));
+  box.area = t.mul(extent(box.x1, box.x2), extent(box.y1, box.y2));
+  box.in_range = t.in_range();
+  return box;
+}
+
+std::vector<TrackedBox> tracked_boxes(const std::vector<Box>& boxes, BoxConvention convention) {
+  std::vector<TrackedBox> tracked;
+  tracked.reserve(boxes.size());
+  for (const Box& b : boxes) tracked.push_back(tracked_box(b, convention));
+  return tracked;
+}
+
+IouTerms iou_terms(const Box& a, const Box& b, BoxConvention convention) {
+  return tracked_iou_terms(tracked_box(a, convention), tracked_box(b, convention));
+}
+
+IouTerms tracked_iou_terms(const TrackedBox& a, const TrackedBox& b) {
+  if (a.convention != b.convention)
+    throw Error(ErrorKind::internal, "tracked_iou_terms: the two boxes were tracked with different conventions");
+  ErrorTracker t;
+  t.join_ranges(a.in_range);
+  t.join_ranges(b.in_range);
+  const bool legacy = a.convention == BoxConvention::legacy_plus_one;
+  const Tracked one = t.input(1.0);
+  const Tracked &ax1 = a.x1, &ay1 = a.y1, &ax2 = a.x2, &ay2 = a.y2;
+  const Tracked &bx1 = b.x1, &by1 = b.y1, &bx2 = b.x2, &by2 = b.y2;
+  const Tracked &area_a = a.area, &area_b = b.area;
 
   auto overlap = [&](const Tracked& lo_a, const Tracked& hi_a, const Tracked& lo_b, const Tracked& hi_b) {
     Tracked lo = t.max(lo_a, lo_b);
@@ -73,8 +100,11 @@ std::vector<IouTerms> box_iou(const std::vector<Box>& boxes1, const std::vector<
                               BoxConvention convention) {
   std::vector<IouTerms> matrix;
   matrix.reserve(boxes1.size() * boxes2.size());
-  for (const Box& a : boxes1)
-    for (const Box& b : boxes2) matrix.push_back(iou_terms(a, b, convention));
+  const std::vector<TrackedBox> tracked2 = tracked_boxes(boxes2, convention);
+  for (const Box& a : boxes1) {
+    const TrackedBox tracked_a = tracked_box(a, convention);
+    for (const TrackedBox& b : tracked2) matrix.push_back(tracked_iou_terms(tracked_a, b));
+  }
   return matrix;
 }
 

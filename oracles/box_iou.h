@@ -37,6 +37,21 @@ inline constexpr double kIouBoundSafety = 2.0;
 IouTerms iou_terms(const Box& a, const Box& b,
                    BoxConvention convention = BoxConvention::continuous);
 
+// A box as the pairwise oracles read it: its coordinates as inputs and its area, tracked, with
+// the range flags of those steps. Made once per box, the pairs of a matrix share it: the
+// same values, bounds and flags as each pair computing them (n + m areas instead of 2nm).
+struct TrackedBox {
+  Tracked x1, y1, x2, y2, area;
+  std::array<bool, kFloatDTypes.size()> in_range{};
+  BoxConvention convention = BoxConvention::continuous;
+};
+
+TrackedBox tracked_box(const Box& b, BoxConvention convention = BoxConvention::continuous);
+std::vector<TrackedBox> tracked_boxes(const std::vector<Box>& boxes,
+                                      BoxConvention convention = BoxConvention::continuous);
+// Both boxes made with the same convention.
+IouTerms tracked_iou_terms(const TrackedBox& a, const TrackedBox& b);
+
 // (x2 - x1) * (y2 - y1) per box, with its error bound per format (box_area).
 std::vector<OracleValue> box_area(const std::vector<Box>& boxes);
 

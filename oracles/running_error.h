@@ -86,6 +86,12 @@ class ErrorTracker {
   // `value` as an oracle output, with this tracker's range flags; NaN is undefined.
   OracleValue result(const Tracked& value, bool undefined = false) const;
   const std::array<bool, kFloatDTypes.size()>& in_range() const { return in_range_; }
+  // Takes in the range flags of steps another tracker took, as if this one had taken them
+  // (a flag only ever falls, so the order does not matter): values computed once and
+  // shared by many elements, each with its own tracker.
+  void join_ranges(const std::array<bool, kFloatDTypes.size()>& in_range) {
+    for (std::size_t f = 0; f < in_range_.size(); ++f) in_range_[f] = in_range_[f] && in_range[f];
+  }
 
  private:
   // `residual` is the exact error of the double operation (0 when it was exact).

@@ -21,9 +21,12 @@ using BoxIouTarget = kernels::Target<BoxIouProblem>;
 std::vector<compare::ExpectedValue> expected_values(const BoxIouProblem& problem, DType dtype) {
   const DType strict = accumulate_type(dtype);
   std::vector<compare::ExpectedValue> expected;
-  for (const Box& a : problem.boxes1)
-    for (const Box& b : problem.boxes2) {
-      const oracles::IouTerms terms = oracles::iou_terms(a, b);
+  const std::vector<oracles::TrackedBox> tracked1 = oracles::tracked_boxes(problem.boxes1);
+  const std::vector<oracles::TrackedBox> tracked2 = oracles::tracked_boxes(problem.boxes2);
+  for (std::size_t i = 0; i < problem.boxes1.size(); ++i)
+    for (std::size_t j = 0; j < problem.boxes2.size(); ++j) {
+      const Box &a = problem.boxes1[i], &b = problem.boxes2[j];
+      const oracles::IouTerms terms = oracles::tracked_iou_terms(tracked1[i], tracked2[j]);
       const double oracle_error = terms.bound(DType::fp64);
       expected.push_back(compare::ExpectedValue::point(
           terms.value, oracles::kIouBoundSafety * (terms.bound(strict) + oracle_error),

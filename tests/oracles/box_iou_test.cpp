@@ -2,8 +2,12 @@
 #include <rapidcheck/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
 
 #include "oracles/box_iou.h"
+#include "oracles/giou.h"
 #include "kernels/mutants/emulated_targets.h"
 
 namespace detfuzz::oracles {
@@ -98,6 +102,109 @@ RC_GTEST_PROP(BoxIouOracle, ErrorBoundHoldsForEmulatedKernelArithmetic, ()) {
   const double allowed = kIouBoundSafety * (terms.bound(dtype) + terms.bound(DType::fp64));
   RC_ASSERT(std::fabs(kernel - terms.value) <= allowed);
   if (terms.bound(dtype) == 0) RC_ASSERT(kernel == terms.value);
+}
+
+// What a matrix of pairs computed before boxes were tracked once and shared: every input,
+// area and step in one tracker per pair (torchvision's order, as iou_terms documents).
+IouTerms iou_in_one_tracker(const Box& a, const Box& b, BoxConvention convention) {
+  ErrorTracker t;
+  const bool legacy = convention == BoxConvention::legacy_plus_one;
+  const Tracked one = t.input(1.0);
+  const Tracked ax1 = t.input(a.x1), ay1 = t.input(a.y1), ax2 = t.input(a.x2), ay2 = t.input(a.y2);
+  const Tracked bx1 = t.input(b.x1), by1 = t.input(b.y1), bx2 = t.input(b.x2), by2 = t.input(b.y2);
+  auto extent = [&](const Tracked& lo, const Tracked& hi) { return legacy ? t.add(t.sub(hi, lo), one) : t.sub(hi, lo); };
+  const Tracked area_a = t.mul(extent(ax1, ax2), extent(ay1, ay2));
+  const Tracked area_b = t.mul(extent(bx1, bx2), extent(by1, by2));
+  auto overlap = [&](const Tracked& lo_a, const Tracked& hi_a, const Tracked& lo_b, const Tracked& hi_b) {
+    Tracked width = t.sub(t.min(hi_a, hi_b), t.max(lo_a, lo_b));
+    if (legacy) width = t.add(width, one);
+    if (width.value < 0) {
+      width.value = 0;
+      if (!legacy) width.error = {};
+    }
+    return width;
+  };
+  const Tracked inter = t.mul(overlap(ax1, ax2, bx1, bx2), overlap(ay1, ay2, by1, by2));
+  const Tracked union_area = t.sub(t.add(area_a, area_b), inter);
+  IouTerms terms;
+  if (union_area.value == 0) {
+    terms.undefined = true;
+    terms.value = std::numeric_limits<double>::quiet_NaN();
+  } else {
+    const Tracked iou = t.div(inter, union_area);
+    terms.value = iou.value;
+    terms.error_bound = iou.error;
+  }
+  terms.in_range = t.in_range();
+  return terms;
+}
+
+OracleValue giou_in_one_tracker(const Box& a, const Box& b) {
+  ErrorTracker t;
+  auto area = [&](const Box& x) { return t.mul(t.sub(t.input(x.x2), t.input(x.x1)), t.sub(t.input(x.y2), t.input(x.y1))); };
+  const Tracked area_a = area(a), area_b = area(b);
+  auto clamped = [&](Tracked width) { return width.value < 0 ? t.input(0.0) : width; };
+  const Tracked inter = t.mul(clamped(t.sub(t.min(t.input(a.x2), t.input(b.x2)), t.max(t.input(a.x1), t.input(b.x1)))),
+                              clamped(t.sub(t.min(t.input(a.y2), t.input(b.y2)), t.max(t.input(a.y1), t.input(b.y1)))));
+  const Tracked union_area = t.sub(t.add(area_a, area_b), inter);
+  const Tracked enclosing = t.mul(clamped(t.sub(t.max(t.input(a.x2), t.input(b.x2)), t.min(t.input(a.x1), t.input(b.x1)))),
+                                  clamped(t.sub(t.max(t.input(a.y2), t.input(b.y2)), t.min(t.input(a.y1), t.input(b.y1)))));
+  if (union_area.value == 0 || enclosing.value == 0) return t.result(t.input(NAN), true);
+  const Tracked iou = t.div(inter, union_area);
+  return t.result(t.sub(iou, t.div(t.sub(enclosing, union_area), enclosing)));
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// Boxes at every scale the range flags care about: tiny (below fp16's and bf16's normal
+// range), ordinary, past fp16's largest (65,504) and past fp32's, some degenerate.
+std::vector<Box> boxes_at_every_scale(unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0, 1);
+  std::vector<Box> boxes;
+  for (double scale : {1e-9, 1e-3, 1.0, 300.0, 3e4, 1e5, 1e39}) {
+    for (int i = 0; i < 6; ++i) {
+      const double x = unit(rng) * scale, y = unit(rng) * scale;
+      const double w = i == 0 ? 0.0 : unit(rng) * scale, h = unit(rng) * scale;
+      boxes.push_back({x, y, x + w, y + h});
+    }
+  }
+  return boxes;
+}
+
+// Boxes are tracked once and shared by their pairs (TrackedBox); a pair's tracker takes in
+// their range flags. That must give every pair exactly what one tracker per pair gave:
+// value, bound per format and range flags, bit for bit.
+TEST(BoxIouOracle, SharedTrackedBoxesGiveWhatOneTrackerPerPairGives) {
+  const std::vector<Box> first = boxes_at_every_scale(1), second = boxes_at_every_scale(2);
+  std::size_t flagged = 0;
+  for (BoxConvention convention : {BoxConvention::continuous, BoxConvention::legacy_plus_one}) {
+    const std::vector<IouTerms> matrix = box_iou(first, second, convention);
+    ASSERT_EQ(matrix.size(), first.size() * second.size());
+    for (std::size_t i = 0; i < first.size(); ++i)
+      for (std::size_t j = 0; j < second.size(); ++j) {
+        const IouTerms expected = iou_in_one_tracker(first[i], second[j], convention);
+        const IouTerms& shared = matrix[i * second.size() + j];
+        ASSERT_TRUE(same_bits(shared.value, expected.value)) << i << "," << j;
+        ASSERT_EQ(shared.undefined, expected.undefined) << i << "," << j;
+        ASSERT_EQ(shared.error_bound, expected.error_bound) << i << "," << j;
+        ASSERT_EQ(shared.in_range, expected.in_range) << i << "," << j;
+        ASSERT_EQ(iou_terms(first[i], second[j], convention).in_range, expected.in_range) << i << "," << j;
+        flagged += !expected.in_range[format_index(DType::fp16)];
+      }
+  }
+  const std::vector<OracleValue> giou = generalized_box_iou({first, second});
+  ASSERT_EQ(giou.size(), first.size() * second.size());
+  for (std::size_t i = 0; i < first.size(); ++i)
+    for (std::size_t j = 0; j < second.size(); ++j) {
+      const OracleValue expected = giou_in_one_tracker(first[i], second[j]);
+      const OracleValue& shared = giou[i * second.size() + j];
+      ASSERT_TRUE(same_bits(shared.value, expected.value) || (std::isnan(shared.value) && std::isnan(expected.value)));
+      ASSERT_EQ(shared.undefined, expected.undefined) << i << "," << j;
+      ASSERT_EQ(shared.error_bound, expected.error_bound) << i << "," << j;
+      ASSERT_EQ(shared.in_range, expected.in_range) << i << "," << j;
+    }
+  EXPECT_GT(flagged, 100u);  // the range flags were exercised, not only the values
 }
 
 }  // namespace
