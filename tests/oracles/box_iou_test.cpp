@@ -154,6 +154,22 @@ OracleValue giou_in_one_tracker(const Box& a, const Box& b) {
   return t.result(t.sub(iou, t.div(t.sub(enclosing, union_area), enclosing)));
 }
 
+// torchvision's generalized_box_iou_loss term, one tracker for the pair.
+OracleValue giou_loss_in_one_tracker(const Box& a, const Box& b, double eps) {
+  ErrorTracker t;
+  auto area = [&](const Box& x) { return t.mul(t.sub(t.input(x.x2), t.input(x.x1)), t.sub(t.input(x.y2), t.input(x.y1))); };
+  const Tracked xk1 = t.max(t.input(a.x1), t.input(b.x1)), yk1 = t.max(t.input(a.y1), t.input(b.y1));
+  const Tracked xk2 = t.min(t.input(a.x2), t.input(b.x2)), yk2 = t.min(t.input(a.y2), t.input(b.y2));
+  const bool overlap = yk2.value > yk1.value && xk2.value > xk1.value;
+  const Tracked inter = overlap ? t.mul(t.sub(xk2, xk1), t.sub(yk2, yk1)) : t.input(0.0);
+  const Tracked union_area = t.sub(t.add(area(a), area(b)), inter);
+  const Tracked iou = t.div(inter, t.add(union_area, t.input(eps)));
+  const Tracked enclosing = t.mul(t.sub(t.max(t.input(a.x2), t.input(b.x2)), t.min(t.input(a.x1), t.input(b.x1))),
+                                  t.sub(t.max(t.input(a.y2), t.input(b.y2)), t.min(t.input(a.y1), t.input(b.y1))));
+  const Tracked miou = t.sub(iou, t.div(t.sub(enclosing, union_area), t.add(enclosing, t.input(eps))));
+  return t.result(t.sub(t.input(1.0), miou));
+}
+
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // Boxes at every scale the range flags care about: tiny (below fp16's and bf16's normal
@@ -204,6 +220,15 @@ TEST(BoxIouOracle, SharedTrackedBoxesGiveWhatOneTrackerPerPairGives) {
       ASSERT_EQ(shared.error_bound, expected.error_bound) << i << "," << j;
       ASSERT_EQ(shared.in_range, expected.in_range) << i << "," << j;
     }
+  GiouLossProblem paired{first, second, 1e-7, RegressionLossProblem::Reduction::none};
+  const std::vector<OracleValue> losses = giou_loss(paired);
+  ASSERT_EQ(losses.size(), first.size());
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    const OracleValue expected = giou_loss_in_one_tracker(first[i], second[i], paired.eps);
+    ASSERT_TRUE(same_bits(losses[i].value, expected.value) || (std::isnan(losses[i].value) && std::isnan(expected.value)));
+    ASSERT_EQ(losses[i].error_bound, expected.error_bound) << i;
+    ASSERT_EQ(losses[i].in_range, expected.in_range) << i;
+  }
   EXPECT_GT(flagged, 100u);  // the range flags were exercised, not only the values
 }
 
