@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -172,15 +173,18 @@ OracleValue giou_loss_in_one_tracker(const Box& a, const Box& b, double eps) {
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-// Boxes at every scale the range flags care about: tiny (below fp16's and bf16's normal
-// range), ordinary, past fp16's largest (65,504) and past fp32's, some degenerate.
+// Boxes at every scale the range flags care about: tiny (areas below fp16's normal range,
+// and below fp32's and bf16's), ordinary, past fp16's largest (65,504) and past fp32's, some
+// degenerate; near the origin and far from it (coordinates out of fp16's range, extents
+// within it). Paired with the next scale, some flags come from one box's own steps alone.
 std::vector<Box> boxes_at_every_scale(unsigned seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> unit(0, 1);
   std::vector<Box> boxes;
-  for (double scale : {1e-9, 1e-3, 1.0, 300.0, 3e4, 1e5, 1e39}) {
+  for (double offset : {0.0, 7e4})
+  for (double scale : {1e-20, 1e-9, 1e-3, 1.0, 300.0, 3e4, 1e5, 1e39}) {
     for (int i = 0; i < 6; ++i) {
-      const double x = unit(rng) * scale, y = unit(rng) * scale;
+      const double x = offset + unit(rng) * scale, y = unit(rng) * scale;
       const double w = i == 0 ? 0.0 : unit(rng) * scale, h = unit(rng) * scale;
       boxes.push_back({x, y, x + w, y + h});
     }
@@ -220,11 +224,15 @@ TEST(BoxIouOracle, SharedTrackedBoxesGiveWhatOneTrackerPerPairGives) {
       ASSERT_EQ(shared.error_bound, expected.error_bound) << i << "," << j;
       ASSERT_EQ(shared.in_range, expected.in_range) << i << "," << j;
     }
-  GiouLossProblem paired{first, second, 1e-7, RegressionLossProblem::Reduction::none};
+  // Each box paired with one of the next scale (a tiny box with an ordinary one: a flag only
+  // the tiny area raises, the pair's own steps being in range).
+  std::vector<Box> next_scale = second;
+  std::rotate(next_scale.begin(), next_scale.begin() + 6, next_scale.end());
+  GiouLossProblem paired{first, next_scale, 1e-7, RegressionLossProblem::Reduction::none};
   const std::vector<OracleValue> losses = giou_loss(paired);
   ASSERT_EQ(losses.size(), first.size());
   for (std::size_t i = 0; i < first.size(); ++i) {
-    const OracleValue expected = giou_loss_in_one_tracker(first[i], second[i], paired.eps);
+    const OracleValue expected = giou_loss_in_one_tracker(first[i], next_scale[i], paired.eps);
     ASSERT_TRUE(same_bits(losses[i].value, expected.value) || (std::isnan(losses[i].value) && std::isnan(expected.value)));
     ASSERT_EQ(losses[i].error_bound, expected.error_bound) << i;
     ASSERT_EQ(losses[i].in_range, expected.in_range) << i;
