@@ -4,8 +4,30 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 namespace detfuzz::oracles {
+namespace {
+
+// Each box tracked on its first pair and kept: a kept box meets every candidate it may
+// suppress, and tracking its inputs and area again for each was half of a pair's cost.
+class LazyTrackedBoxes {
+ public:
+  LazyTrackedBoxes(const std::vector<Box>& boxes, BoxConvention convention)
+      : boxes_(boxes), convention_(convention), tracked_(boxes.size()) {}
+  const TrackedBox& operator[](std::int64_t i) {
+    auto& slot = tracked_[static_cast<std::size_t>(i)];
+    if (!slot) slot = tracked_box(boxes_[static_cast<std::size_t>(i)], convention_);
+    return *slot;
+  }
+
+ private:
+  const std::vector<Box>& boxes_;
+  BoxConvention convention_;
+  std::vector<std::optional<TrackedBox>> tracked_;
+};
+
+}  // namespace
 
 std::vector<std::int64_t> score_order(const std::vector<double>& scores) {
   std::vector<std::int64_t> order(scores.size());
@@ -23,6 +45,7 @@ NmsReference nms_quadratic(const NmsProblem& problem, BoxConvention convention) 
   const bool skip_disjoint =
       convention == BoxConvention::continuous && problem.iou_threshold >= 0;
 
+  LazyTrackedBoxes tracked(boxes, convention);
   NmsReference reference;
   for (std::size_t oi = 0; oi < order.size(); ++oi) {
     const std::int64_t i = order[oi];
@@ -32,7 +55,7 @@ NmsReference nms_quadratic(const NmsProblem& problem, BoxConvention convention) 
       const std::int64_t j = order[oj];
       if (suppressed[j]) continue;
       if (skip_disjoint && disjoint(boxes[i], boxes[j])) continue;
-      const IouTerms terms = iou_terms(boxes[i], boxes[j], convention);
+      const IouTerms terms = tracked_iou_terms(tracked[i], tracked[j]);
       // An undefined IoU (0/0) compares false, as it does in every IEEE kernel.
       if (terms.value > problem.iou_threshold) {
         suppressed[j] = true;
@@ -53,13 +76,14 @@ NmsReference nms(const NmsProblem& problem, BoxConvention convention) {
   for (std::size_t r = 0; r < order.size(); ++r) rank[static_cast<std::size_t>(order[r])] = r;
   const XSweep sweep(boxes, order);
   std::vector<bool> suppressed(boxes.size(), false);
+  LazyTrackedBoxes tracked(boxes, convention);
   NmsReference reference;
   for (std::int64_t i : order) {
     if (suppressed[i]) continue;
     reference.keep.push_back(i);
     sweep.for_each_candidate(boxes[i], [&](std::int64_t j) {
       if (rank[j] <= rank[i] || suppressed[j] || disjoint(boxes[i], boxes[j])) return;
-      const IouTerms terms = iou_terms(boxes[i], boxes[j], convention);
+      const IouTerms terms = tracked_iou_terms(tracked[i], tracked[j]);
       if (terms.value > problem.iou_threshold) {
         suppressed[j] = true;
         reference.suppressions.push_back({i, j, terms.value});
