@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 
 #include "corpus/case_json.h"
@@ -81,8 +82,13 @@ nlohmann::json decision_json(const NmsProblem& problem, std::int64_t kept, std::
           {"expected", expected}};
 }
 
+// Every box is of class 0 without class-aware NMS.
+std::int64_t class_of(const DecisionPolicy& policy, std::int64_t box) {
+  return policy.classes ? (*policy.classes)[static_cast<std::size_t>(box)] : 0;
+}
+
 bool same_class(const DecisionPolicy& policy, std::int64_t a, std::int64_t b) {
-  return !policy.classes || (*policy.classes)[static_cast<std::size_t>(a)] == (*policy.classes)[static_cast<std::size_t>(b)];
+  return class_of(policy, a) == class_of(policy, b);
 }
 
 }  // namespace
@@ -128,13 +134,24 @@ ReplayResult replay_nms(const NmsProblem& problem, const std::vector<std::int64_
   // boxes, handled below), so the kept boxes worth comparing come from an x-sorted sweep.
   const bool pruned = policy.shortcut && policy.convention == BoxConvention::continuous && threshold >= 0 &&
                       oracles::XSweep::all_finite(problem.boxes);
-  std::optional<oracles::XSweep> sweep;
-  if (pruned) sweep.emplace(problem.boxes, visit);
+  // Class-aware, one sweep per class: boxes of other classes are never candidates, and a
+  // class's widest box sets only its own sweep's reach (one global sweep walked every class's
+  // kept boxes in the window, most of a batched case's replay).
+  std::map<std::int64_t, oracles::XSweep> sweeps;
+  if (pruned) {
+    std::map<std::int64_t, std::vector<std::int64_t>> kept_by_class;
+    for (std::int64_t k : visit) kept_by_class[class_of(policy, k)].push_back(k);
+    for (auto& [id, members] : kept_by_class) sweeps.emplace(id, oracles::XSweep(problem.boxes, std::move(members)));
+  }
   std::vector<std::size_t> position(problem.boxes.size(), visit.size());
   for (std::size_t p = 0; p < visit.size(); ++p) position[static_cast<std::size_t>(visit[p])] = p;
   auto for_each_kept_near = [&](std::int64_t box, auto&& f) {
-    if (sweep) sweep->for_each_candidate(problem.boxes[box], f);
-    else for (std::int64_t k : visit) f(k);
+    if (!pruned) {
+      for (std::int64_t k : visit) f(k);
+      return;
+    }
+    const auto sweep = sweeps.find(class_of(policy, box));
+    if (sweep != sweeps.end()) sweep->second.for_each_candidate(problem.boxes[box], f);
   };
 
   // 2. No kept box may be surely suppressed by a box visited before it.
