@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "fuzz/compare/nms_replay.h"
 #include "oracles/nms.h"
 
@@ -179,6 +181,45 @@ RC_GTEST_PROP(NmsReplay, PrunedReplayAgreesWithThePlainLoop, ()) {
   const ReplayResult a = replay_nms(problem, keep, fast), b = replay_nms(problem, keep, plain);
   RC_ASSERT(a.consistent == b.consistent);
   RC_ASSERT(a.order_only == b.order_only);
+}
+
+// Class-aware: one sweep per class. The plain loop compares every pair of the same class;
+// the sweeps must reach the same verdicts, on kept lists near per-class NMS's.
+RC_GTEST_PROP(NmsReplay, PrunedClassAwareReplayAgreesWithThePlainLoop, ()) {
+  const DType dtype = *rc::gen::elementOf(kFloatDTypes);
+  const NmsProblem problem = *gen::nms_problem({dtype, 40});
+  const auto n = static_cast<std::int64_t>(problem.boxes.size());
+  const std::vector<std::int64_t> classes = *rc::gen::container<std::vector<std::int64_t>>(
+      problem.boxes.size(), rc::gen::inRange<std::int64_t>(0, 3));
+  std::vector<std::int64_t> keep;
+  for (std::int64_t c = 0; c < 3; ++c) {
+    NmsProblem members{{}, {}, problem.iou_threshold};
+    std::vector<std::int64_t> index;
+    for (std::int64_t i = 0; i < n; ++i)
+      if (classes[static_cast<std::size_t>(i)] == c) {
+        members.boxes.push_back(problem.boxes[static_cast<std::size_t>(i)]);
+        members.scores.push_back(problem.scores[static_cast<std::size_t>(i)]);
+        index.push_back(i);
+      }
+    for (std::int64_t k : oracles::nms_quadratic(members).keep) keep.push_back(index[static_cast<std::size_t>(k)]);
+  }
+  std::stable_sort(keep.begin(), keep.end(), [&](std::int64_t a, std::int64_t b) {
+    return problem.scores[static_cast<std::size_t>(a)] > problem.scores[static_cast<std::size_t>(b)];
+  });
+  const int edit = *rc::gen::inRange(0, 3);
+  if (edit == 1 && !keep.empty()) keep.erase(keep.begin() + *rc::gen::inRange<std::size_t>(0, keep.size()));
+  if (edit == 2 && n > 0) {
+    const std::int64_t extra = *rc::gen::inRange<std::int64_t>(0, n);
+    if (std::find(keep.begin(), keep.end(), extra) == keep.end()) keep.push_back(extra);
+  }
+  DecisionPolicy fast{accumulate_type(dtype), false, BoxConvention::continuous, true};
+  fast.classes = &classes;
+  DecisionPolicy plain = fast;
+  plain.shortcut = false;
+  const ReplayResult a = replay_nms(problem, keep, fast), b = replay_nms(problem, keep, plain);
+  RC_ASSERT(a.consistent == b.consistent);
+  RC_ASSERT(a.order_only == b.order_only);
+  RC_TAG(a.consistent ? "consistent" : "not consistent");
 }
 
 RC_GTEST_PROP(NmsOracle, SweepKeepsWhatThePlainLoopKeeps, ()) {
