@@ -20,6 +20,8 @@
 #include "kernels/tensor_convert.h"
 #include "kernels/torchvision/dispatch.h"
 #include "oracles/batched_nms.h"
+#include "oracles/box_iou.h"
+#include "oracles/giou.h"
 #include "oracles/nms.h"
 #include "oracles/roi_align.h"
 
@@ -97,6 +99,28 @@ void BM_NmsJudge(benchmark::State& state) {
   const NmsProblem p = nms_problem(static_cast<std::size_t>(state.range(0)));
   const HostTensor keep = target_named(targets, "torchvision").run(p, DType::fp32, Device::cpu).front();
   for (auto _ : state) benchmark::DoNotOptimize(compare::judge_nms_output(p, keep, DType::fp32, Device::cpu));
+}
+
+// Pairwise IoU and GIoU: n x n pairs of the NMS benchmark's boxes, the oracle next to the
+// ATen port of torchvision's ops.box_iou / generalized_box_iou it checks (fp32).
+BoxIouProblem pairwise_problem(std::size_t n) { return {random_boxes(n, 5), random_boxes(n, 6)}; }
+
+void BM_BoxIouOracle(benchmark::State& state) {
+  const BoxIouProblem p = pairwise_problem(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(oracles::box_iou(p.boxes1, p.boxes2));
+}
+
+void BM_GeneralizedBoxIouOracle(benchmark::State& state) {
+  const BoxIouProblem p = pairwise_problem(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(oracles::generalized_box_iou(p));
+}
+
+void BM_PairwiseTarget(benchmark::State& state, std::vector<kernels::Target<BoxIouProblem>> (*targets_of)(const kernels::KernelConfig&),
+                       const char* name) {
+  const auto targets = targets_of(kConfig);
+  const auto& target = target_named(targets, name);
+  const BoxIouProblem p = pairwise_problem(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(target.run(p, DType::fp32, Device::cpu));
 }
 
 void BM_BatchedNmsOracle(benchmark::State& state) {
@@ -256,6 +280,12 @@ BENCHMARK(BM_NmsJudge) DETFUZZ_BOX_SIZES;
 BENCHMARK(BM_BatchedNmsOracle) DETFUZZ_BOX_SIZES;
 BENCHMARK(BM_TorchvisionBatchedNms) DETFUZZ_BOX_SIZES;
 BENCHMARK(BM_BatchedNmsJudge) DETFUZZ_BOX_SIZES;
+#define DETFUZZ_PAIRWISE_SIZES ->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond)
+BENCHMARK(BM_BoxIouOracle) DETFUZZ_PAIRWISE_SIZES;
+BENCHMARK_CAPTURE(BM_PairwiseTarget, box_iou_aten, &kernels::box_iou_targets, "aten") DETFUZZ_PAIRWISE_SIZES;
+BENCHMARK(BM_GeneralizedBoxIouOracle) DETFUZZ_PAIRWISE_SIZES;
+BENCHMARK_CAPTURE(BM_PairwiseTarget, generalized_box_iou_torchvision, &kernels::generalized_box_iou_targets,
+                  "torchvision") DETFUZZ_PAIRWISE_SIZES;
 #define DETFUZZ_ROI_COUNTS ->Arg(1)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond)
 BENCHMARK(BM_RoiAlignOracle) DETFUZZ_ROI_COUNTS;
 BENCHMARK(BM_RoiAlignOracleReference)->Arg(1)->Arg(10)->Unit(benchmark::kMillisecond);
