@@ -28,24 +28,35 @@ constexpr std::array<DTypeInfo, 8> kDTypeTable = {{
     {DType::boolean, "bool", {"boolean", "", ""}},
 }};
 
+// A double's bits and back, and the biased exponent field of those bits (0: zero or
+// subnormal, 0x7ff: inf or NaN).
+std::uint64_t bits_of(double value) {
+  std::uint64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+double double_of(std::uint64_t bits) {
+  double value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+int biased_exponent(std::uint64_t bits) { return static_cast<int>((bits >> 52) & 0x7ff); }
+
 // The exponent of a double, as std::ilogb gives it, from the bits where the double is
 // normal; and 2^exponent, as std::ldexp(1.0, exponent) gives it, from the bits where that
 // is a normal double. The error tracker asks for a spacing on every inexact input: through
 // libm these two calls were a sixth of a box IoU case's oracle.
 int binary_exponent(double value) {
-  std::uint64_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+  const int biased = biased_exponent(bits_of(value));
   if (biased == 0 || biased == 0x7ff) return std::ilogb(value);  // zero, subnormal, inf, NaN
   return biased - 1023;
 }
 
 double power_of_two(int exponent) {
   if (exponent < -1022 || exponent > 1023) return std::ldexp(1.0, exponent);
-  const std::uint64_t bits = static_cast<std::uint64_t>(exponent + 1023) << 52;
-  double result;
-  std::memcpy(&result, &bits, sizeof result);
-  return result;
+  return double_of(static_cast<std::uint64_t>(exponent + 1023) << 52);
 }
 
 // Exponent of the spacing of representable numbers around |value| (value finite).
@@ -114,14 +125,12 @@ double round_to(DType dtype, double value) {
     // rounding does). The scaled rounding below gives the same; this is the hot path of
     // every emulated kernel and generator (rounding boxes with ldexp and nearbyint was 23% of
     // generating a box_area case).
-    std::uint64_t bits;
-    std::memcpy(&bits, &value, sizeof bits);
+    std::uint64_t bits = bits_of(value);
     const int dropped = 53 - format.precision_bits;
     const std::uint64_t unit = std::uint64_t{1} << dropped;
     bits += unit / 2 - 1 + ((bits >> dropped) & 1);
     bits &= ~(unit - 1);
-    double rounded;
-    std::memcpy(&rounded, &bits, sizeof rounded);
+    const double rounded = double_of(bits);
     if (std::fabs(rounded) > format.max_finite) return std::copysign(std::numeric_limits<double>::infinity(), value);
     return rounded;
   }
@@ -144,9 +153,8 @@ struct Bits {
 };
 
 std::optional<Bits> normal_bits(double value) {
-  std::uint64_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  const int biased = static_cast<int>((bits >> 52) & 0x7ff);
+  const std::uint64_t bits = bits_of(value);
+  const int biased = biased_exponent(bits);
   if (biased == 0) return std::nullopt;
   const std::uint64_t significand = (bits & ((std::uint64_t{1} << 52) - 1)) | (std::uint64_t{1} << 52);
   return Bits{biased - 1075 + __builtin_ctzll(significand), biased - 1023};
