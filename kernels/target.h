@@ -18,11 +18,32 @@ struct Availability {
   std::string reason;  // why not, in words a user can act on
 };
 
+// The dtypes a kernel computes its intermediates in, as its code does: what tells an
+// overflow the kernel's dtype forces (dtype_overflow) from one that the values force on any
+// kernel (overflow). Unless declared otherwise, PyTorch's at::acc_type convention: fp16 and
+// bf16 stored, fp32 arithmetic.
+struct Arithmetic {
+  // The op's stages (the names its harness explains overflows with, e.g. "rb - lt") that the
+  // kernel computes in the storage dtype; "*" for all of them.
+  std::vector<std::string> storage_stages;
+  std::string source;  // the code that shows it: file, version
+
+  bool in_storage(const std::string& stage) const {
+    for (const auto& s : storage_stages)
+      if (s == "*" || s == stage) return true;
+    return false;
+  }
+  DType dtype_of(const std::string& stage, DType storage) const {
+    return in_storage(stage) ? storage : accumulate_type(storage);
+  }
+};
+
 template <class Problem>
 struct Target {
   std::string name;         // what --targets selects: "torchvision", "aten", ...
   std::string description;  // what it runs and which library version it mirrors
   std::function<Availability(Device)> availability;
+  Arithmetic arithmetic;    // declared per target; a test pins each declaration
   // Runs the kernel on `problem` whose values are already rounded to `dtype`. Throws
   // detfuzz::Error{ErrorKind::unsupported} when the library has no kernel for this
   // dtype/device; any other exception is the kernel's own and becomes a finding.

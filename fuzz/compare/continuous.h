@@ -6,9 +6,15 @@
 // fp16/bf16): within it is `ok`. Beyond it but within the storage-dtype tier is
 // `precision` (the kernel rounds in the low type). Beyond both is `mismatch`, unless the
 // true intermediates leave the accumulate type's range (`overflow`, a range hazard).
-// NaN/Inf where the true value is finite and every intermediate is in range is `nan`.
+// Range is judged in the dtype the kernel really computes each intermediate in: where the
+// target's declared arithmetic computes one in a narrower dtype that it overflows, the
+// finding is `dtype_overflow`, named with the intermediate. NaN/Inf where the true value is
+// finite and no intermediate leaves its range is `nan`.
 #pragma once
 
+#include <functional>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "model/dtype.h"
@@ -40,19 +46,43 @@ struct ExpectedValue {
   }
 };
 
+// An intermediate whose true value leaves the range of the dtype the kernel computes it in.
+struct StageOverflow {
+  std::string stage;   // what it is, as the kernel's code names it: "rb - lt (intersection width)"
+  double value = 0;    // its exact value (fp64 on the rounded inputs)
+  // The farthest from zero the kernel's value of it may be, given its rounding error in
+  // `dtype` (equal to `value` when it overflows exactly).
+  double reach = 0;
+  DType dtype = DType::fp32;  // the dtype the target computes it in
+  std::string source;  // where the target's code does so (file, version)
+};
+
+// For an element the kernel got wrong (non-finite or beyond both tiers): the intermediate
+// that the target's own arithmetic overflows, if any. Asked only for such elements.
+using OverflowExplainer = std::function<std::optional<StageOverflow>(std::size_t element)>;
+
 // The expectation for an oracle value whose first-order bound is widened by `safety` (for
 // reorderings and second-order terms): the accumulate type's tier and the dtype's tier.
 ExpectedValue expected_from(const oracles::OracleValue& value, DType dtype, double safety, bool hostile = false);
 
-// What the strict tier allows around each expected value, in an output of `output_dtype`
-// (infinite where nothing is expected): the tolerance column people read in a replay.
+// What a tier allows beyond its interval in an output of `output_dtype`: its bound plus half
+// an ulp at the interval's ends. The one tolerance that verdicts, reports and replays print.
+double tolerance(const TierExpectation& tier, DType output_dtype);
+
+// The strict tier's tolerance per element (infinite where nothing is expected): the
+// tolerance column people read in a replay. `output_dtype` is the output contract's dtype.
 std::vector<double> strict_tolerances(const std::vector<ExpectedValue>& expected, DType output_dtype);
+
+// How a kernel value reads in a message: "NaN", "+inf", "-inf" or the number.
+std::string value_text(double value);
 
 // Shape/dtype/device first (a contract breach ends the comparison), then each element.
 // Reports one verdict per finding kind, naming its worst element. max_normalized_error
 // covers the elements whose intermediates are in range.
 // `input_dtype` names the tiers in messages (its accumulate type and itself).
+// `explain` (may be empty) names the intermediate a target's own arithmetic overflows.
 Judgement compare_continuous(const HostTensor& output, const std::vector<ExpectedValue>& expected,
-                             const OutputContract& contract, DType input_dtype);
+                             const OutputContract& contract, DType input_dtype,
+                             const OverflowExplainer& explain = {});
 
 }  // namespace detfuzz::compare

@@ -6,6 +6,7 @@
 
 #include "corpus/case_json.h"
 #include "fuzz/compare/continuous.h"
+#include "fuzz/ops/box_pairs.h"
 #include "fuzz/gen/hostile.h"
 #include "fuzz/ops/invariance.h"
 #include "fuzz/ops/render.h"
@@ -39,11 +40,6 @@ std::vector<compare::ExpectedValue> expected_values(const BoxIouProblem& problem
 bool hostile_input(const BoxIouProblem& p) {
   return std::any_of(p.boxes1.begin(), p.boxes1.end(), gen::hostile_box) ||
          std::any_of(p.boxes2.begin(), p.boxes2.end(), gen::hostile_box);
-}
-
-// What compare_continuous allows under the strict tier, for display.
-double strict_tolerance(const compare::ExpectedValue& e, DType dtype) {
-  return e.strict.bound + half_ulp(accumulate_type(dtype), e.value);
 }
 
 std::optional<compare::Verdict> rerun_identical(const BoxIouProblem& changed,
@@ -88,7 +84,8 @@ compare::Judgement judge(const BoxIouProblem& problem, const BoxIouTarget& targe
                                    std::string(dtype_name(accumulate_type(dtype))),
                                    device};
   compare::Judgement judgement =
-      compare::compare_continuous(iou, timed_oracle([&] { return expected_values(problem, dtype); }), contract, dtype);
+      compare::compare_continuous(iou, timed_oracle([&] { return expected_values(problem, dtype); }), contract, dtype,
+                                  pair_extent_explainer(problem, target.arithmetic, dtype, false));
   judgement.outputs = {iou};
   if (!judgement.consistent() || hostile) return judgement;
 
@@ -180,22 +177,19 @@ std::unique_ptr<OpHarness> make_box_iou_harness(std::vector<BoxIouTarget> target
   definition.smaller = smaller_box_pairs;
   definition.oracle_json = [](const BoxIouProblem& p, DType dtype) {
     nlohmann::json values = nlohmann::json::array(), tolerance = nlohmann::json::array();
-    for (const auto& e : expected_values(p, dtype)) {
-      values.push_back(corpus::json_double(e.value));
-      tolerance.push_back(corpus::json_double(strict_tolerance(e, dtype)));
-    }
+    const auto expected = expected_values(p, dtype);
+    for (const auto& e : expected) values.push_back(corpus::json_double(e.value));
+    for (double t : compare::strict_tolerances(expected, accumulate_type(dtype))) tolerance.push_back(corpus::json_double(t));
     return nlohmann::json{{"shape", {p.boxes1.size(), p.boxes2.size()}},
                           {"iou", values},
                           {"tolerance", tolerance}};
   };
   definition.side_by_side = [](const BoxIouProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
     const HostTensor& iou = outputs.front();
-    std::vector<double> oracle, tolerance;
-    for (const auto& e : expected_values(p, dtype)) {
-      oracle.push_back(e.value);
-      tolerance.push_back(e.undefined ? INFINITY : strict_tolerance(e, dtype));
-    }
-    return element_table(iou.shape, iou.values, oracle, tolerance);
+    const auto expected = expected_values(p, dtype);
+    std::vector<double> oracle;
+    for (const auto& e : expected) oracle.push_back(e.value);
+    return element_table(iou.shape, iou.values, oracle, compare::strict_tolerances(expected, accumulate_type(dtype)));
   };
   definition.probe = {{{0, 0, 2, 2}}, {{1, 1, 3, 3}}};
   return std::make_unique<TypedOpHarness<BoxIouProblem>>(std::move(definition));

@@ -5,6 +5,7 @@
 
 #include "corpus/case_json.h"
 #include "fuzz/compare/continuous.h"
+#include "fuzz/ops/box_pairs.h"
 #include "fuzz/ops/render.h"
 #include "fuzz/ops/typed_harness.h"
 #include "oracles/giou.h"
@@ -49,7 +50,7 @@ compare::Judgement judge_pairwise(const BoxIouProblem& p, const kernels::Target<
       output, pairwise_expected(p, dtype),
       {"giou", {static_cast<std::int64_t>(p.boxes1.size()), static_cast<std::int64_t>(p.boxes2.size())},
        std::string(dtype_name(accumulate_type(dtype))), device},
-      dtype);
+      dtype, pair_extent_explainer(p, target.arithmetic, dtype, true));
   judgement.outputs = {output};
   return judgement;
 }
@@ -111,7 +112,7 @@ std::unique_ptr<OpHarness> make_generalized_box_iou_harness(std::vector<kernels:
   definition.side_by_side = [](const BoxIouProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
     const auto expected_values = pairwise_expected(p, dtype);
     return element_table(outputs.front().shape, outputs.front().values, values_of(expected_values),
-                         compare::strict_tolerances(expected_values, dtype));
+                         compare::strict_tolerances(expected_values, accumulate_type(dtype)));
   };
   definition.probe = {{{0, 0, 2, 2}}, {{1, 1, 3, 3}}};
   return std::make_unique<TypedOpHarness<BoxIouProblem>>(std::move(definition));
@@ -136,7 +137,7 @@ std::unique_ptr<OpHarness> make_giou_loss_harness(std::vector<kernels::Target<Gi
   definition.side_by_side = [](const GiouLossProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
     const auto expected_values = loss_expected(p, dtype);
     return element_table(outputs.front().shape, outputs.front().values, values_of(expected_values),
-                         compare::strict_tolerances(expected_values, dtype));
+                         compare::strict_tolerances(expected_values, accumulate_type(dtype)));
   };
   definition.probe = {{{0, 0, 2, 2}}, {{1, 1, 3, 3}}, 1e-7, RegressionLossProblem::Reduction::none};
   return std::make_unique<TypedOpHarness<GiouLossProblem>>(std::move(definition));

@@ -7,12 +7,13 @@
 //   per-class loop at or above it (over torch.unique(idxs) even when class_agnostic) that
 //   writes the kept scores into
 //   `scores.new_zeros(scores.size())`, a buffer in the *scores'* dtype; class_agnostic and
-//   max_num. mmcv's own nms kernels compute IoU in fp32 and only sort by the scores; that
-//   is emulated by running torchvision::nms on both promoted to their common dtype.
+//   max_num. Its nms is mmcv's own kernel, ported below line by line (mmcv_nms_cpu).
 // torchvision has no class_agnostic or max_num: its targets do what its users do
 // (ops.nms over all boxes; keep[:max_num]). Scores in another dtype than the boxes reach
 // torchvision::nms as they are, as they do outside autocast.
 #include "kernels/aten/batched_nms.h"
+
+#include <fmt/format.h>
 
 #include "kernels/factories.h"
 #include "kernels/tensor_convert.h"
@@ -46,11 +47,53 @@ at::Tensor torchvision_batched_nms(const at::Tensor& boxes, const at::Tensor& sc
                                        : coordinate_trick(boxes, scores, idxs, iou_threshold);
 }
 
+// mmcv 1.7 mmcv/ops/csrc/pytorch/cpu/nms.cpp nms_cpu, with offset 0 as batched_nms calls
+// it: boxes read through data_ptr<float>() (any other dtype raises c10's "expected scalar
+// type Float but found ..."; the empty check comes first), areas and IoU in fp32, the
+// threshold a float (NMSop passes float(iou_threshold) to a `float` parameter), `ovr >
+// iou_threshold` in float, and scores.sort(0, descending) without stable=True: among equal
+// scores any order (the replay accepts every order of equal scores). mmcv's CUDA kernel
+// reads the same floats; on CUDA the loop runs on host copies, its answer moved back.
+at::Tensor mmcv_nms_cpu(const at::Tensor& boxes, const at::Tensor& scores, float iou_threshold) {
+  if (boxes.numel() == 0) return at::empty({0}, boxes.options().dtype(at::kLong));
+  if (boxes.scalar_type() != at::kFloat)
+    throw Error(ErrorKind::unsupported,
+                fmt::format("mmcv 1.7's nms kernel reads boxes.data_ptr<float>() (mmcv/ops/csrc/pytorch/cpu/nms.cpp "
+                            "nms_cpu): expected scalar type Float but found {}",
+                            c10::toString(boxes.scalar_type())));
+  const at::Tensor host_boxes = boxes.cpu();
+  const at::Tensor x1_t = host_boxes.select(1, 0).contiguous(), y1_t = host_boxes.select(1, 1).contiguous();
+  const at::Tensor x2_t = host_boxes.select(1, 2).contiguous(), y2_t = host_boxes.select(1, 3).contiguous();
+  const at::Tensor areas_t = (x2_t - x1_t) * (y2_t - y1_t);
+  const at::Tensor order_t = std::get<1>(scores.cpu().sort(0, /*descending=*/true));
+  const std::int64_t nboxes = host_boxes.size(0);
+  at::Tensor select_t = at::ones({nboxes}, host_boxes.options().dtype(at::kBool));
+  bool* select = select_t.data_ptr<bool>();
+  const std::int64_t* order = order_t.data_ptr<std::int64_t>();
+  const float *x1 = x1_t.data_ptr<float>(), *y1 = y1_t.data_ptr<float>();
+  const float *x2 = x2_t.data_ptr<float>(), *y2 = y2_t.data_ptr<float>();
+  const float* areas = areas_t.data_ptr<float>();
+  for (std::int64_t _i = 0; _i < nboxes; _i++) {
+    if (!select[_i]) continue;
+    const std::int64_t i = order[_i];
+    for (std::int64_t _j = _i + 1; _j < nboxes; _j++) {
+      if (!select[_j]) continue;
+      const std::int64_t j = order[_j];
+      const float xx1 = std::max(x1[i], x1[j]), yy1 = std::max(y1[i], y1[j]);
+      const float xx2 = std::min(x2[i], x2[j]), yy2 = std::min(y2[i], y2[j]);
+      const float w = std::max(0.f, xx2 - xx1), h = std::max(0.f, yy2 - yy1);
+      const float inter = w * h;
+      const float ovr = inter / (areas[i] + areas[j] - inter);
+      if (ovr > iou_threshold) select[_j] = false;
+    }
+  }
+  return order_t.masked_select(select_t).to(boxes.device());
+}
+
 // mmcv.ops.nms: (dets = cat(boxes[inds], scores[inds]), inds), cut to max_num.
 std::pair<at::Tensor, at::Tensor> mmcv_nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold,
                                            std::int64_t max_num) {
-  const at::ScalarType common = at::promote_types(boxes.scalar_type(), scores.scalar_type());
-  at::Tensor inds = nms(boxes.to(common), scores.to(common), iou_threshold);
+  at::Tensor inds = mmcv_nms_cpu(boxes, scores, static_cast<float>(iou_threshold));
   if (max_num > 0) inds = inds.slice(0, 0, max_num);
   at::Tensor dets = at::cat({boxes.index_select(0, inds), scores.index_select(0, inds).reshape({-1, 1})}, 1);
   return {dets, inds};
@@ -178,7 +221,8 @@ std::vector<Target<BatchedNmsProblem>> aten_batched_nms_targets(const KernelConf
                          Strategy::vanilla),
       batched_target(config, "mmcv",
                      "ATen port of mmcv 1.7 ops.batched_nms: offsets below split_thr = 10,000 boxes, per-class loop "
-                     "with a kept-score buffer in the scores' dtype at or above it; outputs keep and dets [K, 5]",
+                     "with a kept-score buffer in the scores' dtype at or above it; mmcv's own fp32 nms kernel "
+                     "(fp32 boxes only, as mmcv); outputs keep and dets [K, 5]",
                      [](const Inputs& in, const BatchedNmsProblem& p) {
                        return mmcv_batched_nms(in.boxes, in.scores, in.classes, p.iou_threshold, p.class_agnostic,
                                                p.max_num);

@@ -36,6 +36,7 @@ Target<BoxIouProblem> aten_box_iou_target() {
   target.name = "aten";
   target.description = "ATen port of torchvision 0.14.1 ops.box_iou (with its _upcast)";
   target.availability = aten_availability;
+  target.arithmetic = {{"rb - lt"}, "torchvision 0.14.1 ops/boxes.py _box_inter_union: wh = _upcast(rb - lt)"};
   target.run = [](const BoxIouProblem& problem, DType dtype, Device device) {
     return translating_unsupported([&] {
       at::Tensor iou = box_iou(boxes_tensor(problem.boxes1, dtype, device),

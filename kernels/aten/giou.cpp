@@ -65,6 +65,8 @@ Target<BoxIouProblem> torchvision_generalized_box_iou_target() {
   Target<BoxIouProblem> target;
   target.name = "torchvision";
   target.description = "ATen port of torchvision 0.14.1 ops.generalized_box_iou (with its _upcast)";
+  target.arithmetic = {{"rb - lt", "rbi - lti"},
+                       "torchvision 0.14.1 ops/boxes.py: wh = _upcast(rb - lt), whi = _upcast(rbi - lti)"};
   target.availability = aten_availability;
   target.run = [](const BoxIouProblem& p, DType dtype, Device device) {
     return translating_unsupported([&] {

@@ -14,7 +14,7 @@
 namespace detfuzz::kernels {
 namespace {
 
-struct Arithmetic {
+struct Rounding {
   DType compute;
   double r(double v) const { return round_to(compute, v); }
   double sub(double a, double b) const { return r(a - b); }
@@ -25,7 +25,7 @@ struct Arithmetic {
 
 // `area_dtype` rounds the areas once more (a kernel that stores them in a narrower type);
 // `area_extra` is the legacy +1 pixel added to each side of the areas only.
-double iou_in(const Box& a, const Box& b, const Arithmetic& m, std::optional<DType> area_dtype = {},
+double iou_in(const Box& a, const Box& b, const Rounding& m, std::optional<DType> area_dtype = {},
               double area_extra = 0) {
   auto area = [&](const Box& x) {
     double value = m.mul(m.add(m.sub(x.x2, x.x1), area_extra), m.add(m.sub(x.y2, x.y1), area_extra));
@@ -73,7 +73,7 @@ Target<NmsProblem> emulated_nms(const std::string& name, NmsVariant variant, std
       throw Error(ErrorKind::unsupported, "this emulated target has no kernel for fp16/bf16");
     if (variant.throws_on_empty && problem.boxes.empty())
       throw std::runtime_error("emulated nms: cannot handle 0 boxes");
-    const Arithmetic m{variant.storage_arithmetic ? dtype : accumulate_type(dtype)};
+    const Rounding m{variant.storage_arithmetic ? dtype : accumulate_type(dtype)};
     const auto n = problem.boxes.size();
     std::vector<std::int64_t> order(n);
     std::iota(order.begin(), order.end(), 0);
@@ -110,7 +110,7 @@ Target<BoxIouProblem> emulated_box_iou(const std::string& name, BoxIouVariant va
   auto target = cpu_target<BoxIouProblem>(name, std::move(description));
   auto calls = std::make_shared<int>(0);
   target.run = [variant, calls](const BoxIouProblem& problem, DType dtype, Device) {
-    const Arithmetic m{variant.storage_arithmetic ? dtype : accumulate_type(dtype)};
+    const Rounding m{variant.storage_arithmetic ? dtype : accumulate_type(dtype)};
     const auto rows = static_cast<std::int64_t>(problem.boxes1.size());
     const auto cols = static_cast<std::int64_t>(problem.boxes2.size());
     std::vector<double> values;
@@ -129,7 +129,7 @@ Target<BoxIouProblem> emulated_box_iou(const std::string& name, BoxIouVariant va
 Target<RoiAlignProblem> emulated_roi_align(const std::string& name, RoiAlignVariant variant, std::string description) {
   auto target = cpu_target<RoiAlignProblem>(name, std::move(description));
   target.run = [variant](const RoiAlignProblem& p, DType dtype, Device) {
-    const Arithmetic m{accumulate_type(dtype)};
+    const Rounding m{accumulate_type(dtype)};
     const FeatureMap& map = p.input;
     const double scale = variant.ignores_spatial_scale ? 1.0 : m.r(p.spatial_scale);
     const double offset = p.aligned && !variant.ignores_aligned ? 0.5 : 0.0;

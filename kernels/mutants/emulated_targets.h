@@ -1,7 +1,7 @@
 // Targets written in plain C++, torch-free: a correct one per op (an independent
 // implementation: the twin the mutants deviate from, and the tests' measure of false
 // alarms) and variants with ONE planted deviation each (the mutant catalog and the tests
-// build their mutants from these switches). Arithmetic is emulated per format: every
+// build their mutants from these switches). Arithmetic is emulated per format (Rounding): every
 // operation is done in double and rounded to the compute dtype, which is exactly what an
 // IEEE kernel in that dtype computes (double rounding is innocuous for +-*/ when
 // 53 >= 2p + 2, true for fp32, bf16 and fp16).

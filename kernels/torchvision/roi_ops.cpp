@@ -42,13 +42,18 @@ Target<Problem> torchvision_target(const KernelConfig& config, const std::string
 }  // namespace
 
 Target<RoiAlignProblem> torchvision_roi_align_target(const KernelConfig& config) {
-  return torchvision_target<RoiAlignProblem>(
+  Target<RoiAlignProblem> target = torchvision_target<RoiAlignProblem>(
       config, "torchvision::roi_align", "torchvision::roi_align from the loaded torchvision op library (boxed)",
       [](const RoiAlignProblem& p, DType dtype, Device device) {
         return std::vector<c10::IValue>{feature_tensor(p.input, dtype, device), rois_tensor(p.rois, dtype, device),
                                         p.spatial_scale, p.pooled_height, p.pooled_width, p.sampling_ratio,
                                         p.aligned};
       });
+  // torchvision 0.14.1 csrc/ops/cpu/roi_align_kernel.cpp roi_align_forward_kernel_impl<T>
+  // (and cuda/roi_align_kernel.cu) declare `T output_val = 0.` and accumulate the samples in
+  // T: for Half, the sum before `/= count` is fp16.
+  target.arithmetic = {{"*"}, "torchvision 0.14.1 csrc/ops/cpu/roi_align_kernel.cpp: T output_val accumulates in T"};
+  return target;
 }
 
 Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config) {

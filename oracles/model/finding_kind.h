@@ -11,7 +11,11 @@ enum class FindingKind {
   mismatch,   // beyond the storage-dtype error bound, or a wrong discrete decision
   precision,  // beyond the fp32-arithmetic bound only: the kernel computes in the low type
   nan,        // NaN/Inf where the true value is finite and in range
-  overflow,   // the true value (or an intermediate) is outside the compute type's range
+  overflow,   // the true value (or an intermediate) is outside the accumulate type's range
+  // An intermediate that the kernel computes in a narrower dtype than PyTorch's accumulate
+  // type (its own declared arithmetic) leaves that dtype's range, though its true value fits
+  // the accumulate type: the kernel's choice of dtype makes the output wrong.
+  dtype_overflow,
   shape,      // wrong output shape
   dtype,      // output dtype differs from the op's contract
   device,     // output on another device than its inputs
@@ -21,9 +25,9 @@ enum class FindingKind {
   hang,       // the case outlived its timeout
 };
 
-inline constexpr std::array<FindingKind, 11> kAllFindingKinds = {
+inline constexpr std::array<FindingKind, 12> kAllFindingKinds = {
     FindingKind::mismatch, FindingKind::precision, FindingKind::nan,
-    FindingKind::overflow, FindingKind::shape,     FindingKind::dtype,
+    FindingKind::overflow, FindingKind::dtype_overflow, FindingKind::shape, FindingKind::dtype,
     FindingKind::device,   FindingKind::order,     FindingKind::exception,
     FindingKind::crash,    FindingKind::hang};
 

@@ -11,6 +11,7 @@ std::string_view finding_kind_name(FindingKind kind) {
     case FindingKind::precision: return "precision";
     case FindingKind::nan: return "nan";
     case FindingKind::overflow: return "overflow";
+    case FindingKind::dtype_overflow: return "dtype_overflow";
     case FindingKind::shape: return "shape";
     case FindingKind::dtype: return "dtype";
     case FindingKind::device: return "device";

@@ -1,0 +1,22 @@
+// What the pairwise box ops (box_iou, generalized_box_iou) share beyond the oracle: the
+// coordinate differences torchvision's Python takes in the input dtype before _upcast,
+// named so that a dtype_overflow finding says which one left the dtype's range.
+#pragma once
+
+#include "fuzz/compare/continuous.h"
+#include "kernels/target.h"
+#include "model/problems.h"
+
+namespace detfuzz::fuzz {
+
+// Stage names, as a target's Arithmetic::storage_stages lists them.
+inline constexpr const char* kIntersectionExtent = "rb - lt";  // _box_inter_union
+inline constexpr const char* kEnclosingExtent = "rbi - lti";   // generalized_box_iou
+
+// For element k = i * |boxes2| + j: the first of the pair's intersection (and, with
+// `enclosing`, enclosing-box) extents that the target computes in `dtype` and that rounds
+// to infinity there. A negative extent that overflows is harmless (clamped to 0) and not named.
+compare::OverflowExplainer pair_extent_explainer(const BoxIouProblem& problem, const kernels::Arithmetic& arithmetic,
+                                                 DType dtype, bool enclosing);
+
+}  // namespace detfuzz::fuzz
