@@ -77,6 +77,7 @@ nlohmann::json config_json(const CampaignOptions& options, const std::vector<Cel
                            {"max_boxes", options.max_boxes},
                            {"hostile", options.hostile},
                            {"fail_on_extra", fail_on},
+                           {"fail_outside_contract", options.fail_outside_contract},
                            {"minimize_budget_s", options.minimize_budget_s},
                            {"corpus", options.corpus_dir}};
   config["cases_per_cell"] =
@@ -193,6 +194,14 @@ bool finding_fails(FindingKind kind, const std::vector<FindingKind>& fail_on) {
   return fails_by_default(kind) || std::find(fail_on.begin(), fail_on.end(), kind) != fail_on.end();
 }
 
+bool finding_fails(const compare::Verdict& verdict, const CampaignOptions& options) {
+  // A crash or a hang owes nothing to the input's domain: a documented contract allows an
+  // error, never a dead process.
+  const bool dies = verdict.kind == FindingKind::crash || verdict.kind == FindingKind::hang;
+  if (!verdict.outside_contract.empty() && !dies && !options.fail_outside_contract) return false;
+  return finding_fails(verdict.kind, options.fail_on);
+}
+
 reports::Report run_campaign(const Registry& registry, const CampaignOptions& options,
                              ProgressSink& progress, CaseRunner& runner) {
   return run_campaign(registry, options, progress, std::vector<CaseRunner*>{&runner});
@@ -302,7 +311,8 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
     for (const auto& verdict : outcome.judgement.verdicts) {
       const std::string kind(finding_kind_name(verdict.kind));
       ++cell.summary.occurrences_by_kind[kind];
-      const std::string signature = fmt::format("{}/{}/{}", plan.label(), kind, verdict.property);
+      const std::string signature = fmt::format("{}/{}/{}{}", plan.label(), kind, verdict.property,
+                                                verdict.outside_contract.empty() ? "" : "/outside_contract");
       auto known = cell.finding_by_signature.find(signature);
       if (known != cell.finding_by_signature.end()) {
         ++cell.findings[known->second].occurrences;
@@ -311,7 +321,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
       const double found_after_s = cell.elapsed_s + seconds_since(slice_start);
       const bool slow = verdict.kind == FindingKind::crash || verdict.kind == FindingKind::hang;
       double shrink_seconds = slow ? options.slow_minimize_budget_s : options.minimize_budget_s;
-      if (options.stop_at_first_failure && !finding_fails(verdict.kind, options.fail_on)) shrink_seconds = 0;
+      if (options.stop_at_first_failure && !finding_fails(verdict, options)) shrink_seconds = 0;
       // A selftest's budget is for finding; its one finding is minimized in full.
       if (options.budget_s && !options.stop_at_first_failure)
         shrink_seconds = std::min(shrink_seconds, std::max(0.5, *options.budget_s - seconds_since(start)));
@@ -342,7 +352,8 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
       if (!shrunk.reproducible)
         finding.message += " (did not fail again when re-run: the kernel may be nondeterministic)";
       finding.reproducible = shrunk.reproducible;
-      finding.fails = finding_fails(verdict.kind, options.fail_on);
+      finding.fails = finding_fails(verdict, options);
+      finding.outside_contract = verdict.outside_contract;
       finding.seed = options.seed;
       finding.case_seed = request.case_seed;
       finding.case_index = index;

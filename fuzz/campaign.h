@@ -31,6 +31,9 @@ struct CampaignOptions {
   int max_boxes = 64;
   bool hostile = false;  // add NaN, infinities, inverted boxes, bad batch indices
   std::vector<FindingKind> fail_on;  // kinds that fail beyond the default ones
+  // Findings on input outside the op's documented contract (from --hostile) fail too;
+  // otherwise only their crashes and hangs do.
+  bool fail_outside_contract = false;
   double minimize_budget_s = 10;     // per finding; the evaluation cap keeps results exact
   double slow_minimize_budget_s = 60;  // per crash or hang finding (restarts, timeouts)
   int minimize_max_evaluations = 5000;
@@ -73,6 +76,8 @@ std::uint64_t case_seed(std::uint64_t seed, const std::string& op, DType dtype, 
 int generator_size(std::uint64_t index);
 
 bool finding_fails(FindingKind kind, const std::vector<FindingKind>& fail_on);
+// The same for a verdict, whose input may lie outside the op's documented contract.
+bool finding_fails(const compare::Verdict& verdict, const CampaignOptions& options);
 
 class CaseRunner;
 

@@ -349,11 +349,14 @@ std::string html_report(const Report& report) {
 
   html += "<h2>Findings</h2>\n";
   if (report.findings.empty()) html += "<p>None.</p>\n";
-  for (const auto& f : report.findings) {
+  for (const FindingRecord* finding : findings_in_display_order(report)) {
+    const FindingRecord& f = *finding;
     html += fmt::format("<section class=\"finding {}\">\n<h3>{} {}/{}/{}/{}: {}{}</h3>\n", f.fails ? "failing" : "not-failing",
-                        f.fails ? "FAILING" : "not failing", markup_escaped(f.op), markup_escaped(f.target), f.dtype,
+                        f.fails ? "FAILING" : f.outside_contract.empty() ? "not failing" : "outside the contract, not failing", markup_escaped(f.op), markup_escaped(f.target), f.dtype,
                         f.device, markup_escaped(f.kind), f.property.empty() ? "" : "/" + markup_escaped(f.property));
     html += "<p>" + markup_escaped(f.message) + "</p>\n";
+    if (!f.outside_contract.empty())
+      html += "<p class=\"contract\">outside the documented contract: " + markup_escaped(f.outside_contract) + "</p>\n";
     html += fmt::format("<p>minimized to {} (from {}) in {} step(s); found after {} case(s).</p>\n", f.size, f.original_size,
                         f.shrink_steps, f.found_after_cases);
     html += picture(f);

@@ -96,10 +96,17 @@ std::string markdown_summary(const Report& report) {
                       c.dtype, c.device, c.cases, error, c.findings, markdown_cell(status));
   }
   if (!report.findings.empty()) {
-    md += "\n### Findings\n\n";
-    for (const auto& f : report.findings) {
+    md += "\n### Findings (failing first)\n\n";
+    bool outside_heading = false;
+    for (const FindingRecord* finding : findings_in_display_order(report)) {
+      const FindingRecord& f = *finding;
+      if (!f.fails && !f.outside_contract.empty() && !outside_heading) {
+        md += "\n### Outside the documented input contract (not failing)\n\n";
+        outside_heading = true;
+      }
       md += fmt::format("- **{}** `{}/{}/{}` {}{}: {}\n", f.fails ? "failing" : "not failing", f.op, f.target, f.dtype,
                         f.kind, f.property.empty() ? "" : "/" + f.property, markdown_cell(f.message));
+      if (!f.outside_contract.empty()) md += "  outside the contract: " + markdown_cell(f.outside_contract) + "\n";
       md += fmt::format("  minimized to {} (from {}); replay: `{}`\n", f.size, f.original_size, f.replay);
     }
   }

@@ -1,5 +1,7 @@
 #include "reports/report.h"
 
+#include <algorithm>
+
 #include "corpus/atomic_file.h"
 
 #include <fmt/format.h>
@@ -26,6 +28,15 @@ bool Report::has_failing_finding() const {
   for (const auto& finding : findings)
     if (finding.fails) return true;
   return false;
+}
+
+std::vector<const FindingRecord*> findings_in_display_order(const Report& report) {
+  std::vector<const FindingRecord*> ordered;
+  for (const FindingRecord& f : report.findings) ordered.push_back(&f);
+  auto group = [](const FindingRecord* f) { return f->fails ? 0 : f->outside_contract.empty() ? 1 : 2; };
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [&](const FindingRecord* a, const FindingRecord* b) { return group(a) < group(b); });
+  return ordered;
 }
 
 std::vector<std::uint64_t> error_histogram(const std::vector<double>& errors) {
@@ -83,6 +94,7 @@ nlohmann::json to_json(const Report& report) {
                         {"signature", f.signature},
                         {"message", f.message},
                         {"fails", f.fails},
+                        {"outside_contract", f.outside_contract},
                         {"seed", f.seed},
                         // A string: 64-bit seeds do not survive JSON readers that use doubles (jq).
                         {"case_seed", std::to_string(f.case_seed)},
@@ -201,6 +213,7 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
     finding.signature = r.get<std::string>(f, "signature", at);
     finding.message = r.get_or<std::string>(f, "message", at, "");
     finding.fails = r.get<bool>(f, "fails", at);
+    finding.outside_contract = r.get_or<std::string>(f, "outside_contract", at, "");
     finding.seed = r.get_or<std::uint64_t>(f, "seed", at, 0);
     const std::string case_seed = r.get_or<std::string>(f, "case_seed", at, "0");
     try {
@@ -305,10 +318,13 @@ void print_summary(const Report& report, std::ostream& out) {
                  at("p90"), at("p99"), at("p99.9"), at("max"));
     }
   }
-  if (!report.findings.empty()) fmt::print(out, "\nfindings (minimized):\n");
-  for (const auto& f : report.findings) {
-    fmt::print(out, "  [{}{}] {}/{}/{}/{} {}: {}\n", f.kind, f.fails ? "" : ", not failing",
-               f.op, f.target, f.dtype, f.device, f.property, f.message);
+  if (!report.findings.empty()) fmt::print(out, "\nfindings (minimized; failing first):\n");
+  for (const FindingRecord* finding : findings_in_display_order(report)) {
+    const FindingRecord& f = *finding;
+    fmt::print(out, "  [{}{}{}] {}/{}/{}/{} {}: {}\n", f.kind, f.fails ? "" : ", not failing",
+               f.outside_contract.empty() ? "" : ", outside the documented contract", f.op, f.target, f.dtype,
+               f.device, f.property, f.message);
+    if (!f.outside_contract.empty()) fmt::print(out, "      outside the contract: {}\n", f.outside_contract);
     fmt::print(out, "      {} boxes (from {}), seen in {} case(s), first after {} cases / {:.1f} s\n",
                f.size, f.original_size, f.occurrences, f.found_after_cases, f.found_after_s);
     std::string input = f.input.dump();

@@ -55,6 +55,9 @@ struct FindingRecord {
   std::string op, target, dtype, device;
   std::string kind, property, signature, message;
   bool fails = true;  // counts toward exit status 1 (precision/overflow only with --fail-on)
+  // Empty when the case is inside the op's documented input contract; else why it is not
+  // (such findings are listed apart and fail only with --fail-outside-contract, crashes aside).
+  std::string outside_contract;
   std::uint64_t seed = 0, case_seed = 0, case_index = 0;
   int generator_size = 0;
   std::uint64_t found_after_cases = 0;
@@ -85,6 +88,10 @@ struct Report {
   std::uint64_t total_cases() const;
   bool has_failing_finding() const;
 };
+
+// The findings in the order every report format lists them: failing first, then the
+// others inside the documented contract, then those outside it; stable within each group.
+std::vector<const FindingRecord*> findings_in_display_order(const Report& report);
 
 // "op/target/dtype/device", plus "/<case>" for a replayed corpus case: how merge and gate
 // match cells.

@@ -50,6 +50,7 @@ struct RunSettings {
   std::uint64_t seed = 1;
   int max_boxes = 64;
   bool hostile = false;
+  bool fail_outside_contract = false;
   std::string report_dir = "detfuzz-report";
   std::vector<std::string> fail_on;
   std::string minimize_budget = "10s";
@@ -170,6 +171,7 @@ fuzz::CampaignOptions campaign_options(const RunSettings& settings) {
                                               settings.max_boxes, kMaxBoxesLimit));
   options.max_boxes = settings.max_boxes;
   options.hostile = settings.hostile;
+  options.fail_outside_contract = settings.fail_outside_contract;
   options.cases_per_cell = settings.cases;
   if (!settings.budget.empty()) options.budget_s = parse_duration(settings.budget, "--budget");
   if (!options.cases_per_cell && !options.budget_s) options.cases_per_cell = 200;
@@ -774,8 +776,12 @@ int main_with_args(int argc, char** argv) {
                   "strategy-switch counts, 999..10,001 boxes, whatever this cap)")
       ->capture_default_str();
   run->add_flag("--hostile", settings.hostile,
-                "hostile inputs: NaN, infinities, subnormals, extremes, inverted boxes, bad batch indices; "
-                "the kernel owes no crash, no hang, a clean error or NaN only where the input put it");
+                "hostile inputs: NaN, infinities, subnormals, extremes, inverted boxes, bad batch indices, and "
+                "inputs outside each op's documented contract (negative box coordinates for torchvision's box "
+                "ops); the kernel owes no crash, no hang, a clean error or NaN only where the input put it");
+  run->add_flag("--fail-outside-contract", settings.fail_outside_contract,
+                "findings on input outside an op's documented contract fail the run too (by default they are "
+                "listed apart and only their crashes and hangs fail)");
   run->add_option("--report", settings.report_dir, "directory for report.json")->capture_default_str();
   run->add_option("--fail-on", settings.fail_on,
                   "also fail on these non-default kinds: precision, overflow (or all)")

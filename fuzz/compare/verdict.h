@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/finding_kind.h"
@@ -13,12 +14,20 @@
 namespace detfuzz::compare {
 
 struct Verdict {
+  Verdict() = default;
+  Verdict(FindingKind kind_found, std::string property_checked, std::string headline, nlohmann::json evidence = {})
+      : kind(kind_found), property(std::move(property_checked)), message(std::move(headline)),
+        details(std::move(evidence)) {}
+
   FindingKind kind = FindingKind::mismatch;
   // Which check failed: "oracle" (the fp64 reference), "contract" (shape/dtype/device),
   // "scale_invariance", "permutation_invariance", "symmetry", "kernel" (it raised).
   std::string property = "oracle";
   std::string message;      // one line a person reads first
   nlohmann::json details;   // the evidence: elements, oracle vs kernel, tolerances, trace
+  // Empty when the input is inside the op's documented contract; else which input breaks it
+  // and the documentation that says so (set by the op harness, never by a comparator).
+  std::string outside_contract;
 };
 
 struct Judgement {

@@ -270,6 +270,27 @@ Box round_box(DType dtype, const Box& box) {
           round_to(dtype, clamp_to_range(dtype, box.x2)), round_to(dtype, clamp_to_range(dtype, box.y2))};
 }
 
+BoxGenOptions within_box_contract(BoxGenOptions options) {
+  options.nonnegative = !options.hostile;
+  return options;
+}
+
+namespace {
+
+// A box moved into the first quadrant exactly: an extent wholly below 0 is mirrored (negation
+// is exact, and a mirrored pair keeps its IoU), one across 0 is cut at 0.
+Box into_first_quadrant(const Box& box) {
+  auto axis = [](double lo, double hi) {
+    if (hi < 0) return std::pair{-hi, -lo};
+    return std::pair{std::max(lo, 0.0), hi};
+  };
+  auto [x1, x2] = axis(box.x1, box.x2);
+  auto [y1, y2] = axis(box.y1, box.y2);
+  return {x1, y1, x2, y2};
+}
+
+}  // namespace
+
 rc::Gen<std::vector<Box>> box_set(const BoxGenOptions& options, double focus) {
   const DType dtype = options.dtype;
   const int max_boxes = std::max(0, options.max_boxes);
@@ -279,12 +300,13 @@ rc::Gen<std::vector<Box>> box_set(const BoxGenOptions& options, double focus) {
   auto parts = rc::gen::mapcat(in_range(1, 4), [part](int how_many) {
     return rc::gen::container<std::vector<Boxes>>(how_many, part);
   });
-  auto assembled = rc::gen::map(parts, [dtype, max_boxes](const std::vector<Boxes>& pieces) {
+  const bool nonnegative = options.nonnegative;
+  auto assembled = rc::gen::map(parts, [dtype, max_boxes, nonnegative](const std::vector<Boxes>& pieces) {
     Boxes boxes;
     for (const Boxes& piece : pieces)
       for (const Box& box : piece) {
         if (static_cast<int>(boxes.size()) == max_boxes) return boxes;
-        boxes.push_back(round_box(dtype, box));
+        boxes.push_back(round_box(dtype, nonnegative ? into_first_quadrant(box) : box));
       }
     return boxes;
   });
@@ -327,7 +349,8 @@ rc::Gen<double> iou_threshold() {
   });
 }
 
-rc::Gen<NmsProblem> nms_problem(const BoxGenOptions& options) {
+rc::Gen<NmsProblem> nms_problem(const BoxGenOptions& requested) {
+  const BoxGenOptions options = within_box_contract(requested);
   return rc::gen::mapcat(iou_threshold(), [options](double threshold) {
     return rc::gen::mapcat(box_set(options, threshold), [options, threshold](const std::vector<Box>& boxes) {
       return rc::gen::map(scores(options.dtype, boxes.size()),
@@ -339,12 +362,12 @@ rc::Gen<NmsProblem> nms_problem(const BoxGenOptions& options) {
 }
 
 rc::Gen<BoxAreaProblem> box_area_problem(const BoxGenOptions& options) {
-  return rc::gen::map(box_set(options, 0.5), [](std::vector<Box> boxes) { return BoxAreaProblem{std::move(boxes)}; });
+  return rc::gen::map(box_set(within_box_contract(options), 0.5), [](std::vector<Box> boxes) { return BoxAreaProblem{std::move(boxes)}; });
 }
 
 rc::Gen<BoxIouProblem> box_iou_problem(const BoxGenOptions& requested) {
   // Each side at most 4,096 boxes: a 4,096 x 4,096 matrix is the IoUs a case may hold.
-  BoxGenOptions options = requested;
+  BoxGenOptions options = within_box_contract(requested);
   options.max_boxes = std::min(options.max_boxes, 4096);
   auto focus = rc::gen::map(in_range(1, 100), [](int k) { return k / 100.0; });
   return rc::gen::mapcat(focus, [options](double f) {
@@ -400,7 +423,8 @@ Boxes shifted_negative(DType dtype, Boxes boxes, int exponent) {
 
 }  // namespace
 
-rc::Gen<BatchedNmsProblem> batched_nms_problem(const BoxGenOptions& options) {
+rc::Gen<BatchedNmsProblem> batched_nms_problem(const BoxGenOptions& requested) {
+  const BoxGenOptions options = within_box_contract(requested);
   const DType dtype = options.dtype;
   auto ordinary = rc::gen::mapcat(iou_threshold(), [options](double threshold) {
     return rc::gen::map(box_set(options, threshold), [threshold](Boxes boxes) { return std::make_pair(boxes, threshold); });
@@ -413,11 +437,14 @@ rc::Gen<BatchedNmsProblem> batched_nms_problem(const BoxGenOptions& options) {
                                                          });
                                    });
   auto boxes_and_threshold = rc::gen::weightedOneOf<std::pair<Boxes, double>>({{10, ordinary}, {1, at_switch}});
-  auto placed = rc::gen::mapcat(boxes_and_threshold, [dtype](const std::pair<Boxes, double>& drawn) {
+  // Negative coordinates are outside torchvision's documented domain: only when hostile.
+  const bool shift_negative = !options.nonnegative;
+  auto placed = rc::gen::mapcat(boxes_and_threshold, [dtype, shift_negative](const std::pair<Boxes, double>& drawn) {
     return rc::gen::map(rc::gen::weightedOneOf<int>({{7, rc::gen::just(0)}, {1, in_range(0, 12)}}),
-                        [dtype, drawn](int negative_exponent) {
+                        [dtype, drawn, shift_negative](int negative_exponent) {
                           auto result = drawn;
-                          if (negative_exponent > 0) result.first = shifted_negative(dtype, drawn.first, negative_exponent);
+                          if (shift_negative && negative_exponent > 0)
+                            result.first = shifted_negative(dtype, drawn.first, negative_exponent);
                           return result;
                         });
   });
@@ -524,7 +551,8 @@ rc::Gen<BoxCoderProblem> box_coder_problem(const BoxGenOptions& options) {
   });
 }
 
-rc::Gen<GiouLossProblem> giou_loss_problem(const BoxGenOptions& options) {
+rc::Gen<GiouLossProblem> giou_loss_problem(const BoxGenOptions& requested) {
+  const BoxGenOptions options = within_box_contract(requested);
   auto focus = rc::gen::map(in_range(1, 100), [](int k) { return k / 100.0; });
   return rc::gen::mapcat(focus, [options](double f) {
     return rc::gen::map(rc::gen::tuple(box_set(options, f), box_set(options, f),

@@ -17,7 +17,13 @@ struct BoxGenOptions {
   DType dtype = DType::fp32;
   int max_boxes = 64;    // cap on the boxes of one set (and on each side of box_iou)
   bool hostile = false;  // add NaN, infinities, inverted boxes, bad batch indices (gen/hostile.h)
+  // Inside torchvision's documented box domain (0 <= x1 <= x2, 0 <= y1 <= y2): set by the
+  // problem generators of ops that document it, unless `hostile` asks for inputs outside.
+  bool nonnegative = false;
 };
+
+// `options` for an op that documents non-negative boxes: inside that contract unless hostile.
+BoxGenOptions within_box_contract(BoxGenOptions options);
 
 // The distributions a box set is drawn from; a set concatenates one to three of them.
 enum class Scenario {

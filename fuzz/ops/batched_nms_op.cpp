@@ -16,6 +16,7 @@
 #include "corpus/case_json.h"
 #include "fuzz/compare/batched_nms_compare.h"
 #include "fuzz/compare/nms_replay.h"
+#include "fuzz/ops/box_pairs.h"
 #include "fuzz/ops/render.h"
 #include "fuzz/ops/typed_harness.h"
 #include "oracles/batched_nms.h"
@@ -210,6 +211,7 @@ std::unique_ptr<OpHarness> make_batched_nms_harness(std::vector<BatchedTarget> t
   };
   const auto& switch_counts = gen::batched_nms_switch_counts();
   definition.largest_generated = static_cast<std::size_t>(*std::max_element(switch_counts.begin(), switch_counts.end()));
+  definition.contract = [](const BatchedNmsProblem& p) { return box_contract_breach(p.boxes, "boxes"); };
   definition.probe = {{{0, 0, 2, 2}, {1, 1, 3, 3}}, {0.75, 0.5}, {0, 1}, 0.5, std::nullopt, false, -1};
   return std::make_unique<TypedOpHarness<BatchedNmsProblem>>(std::move(definition));
 }

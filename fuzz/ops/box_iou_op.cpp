@@ -160,6 +160,7 @@ std::unique_ptr<OpHarness> make_box_area_harness(std::vector<kernels::Target<Box
     return element_table(outputs.front().shape, outputs.front().values, oracle,
                          compare::strict_tolerances(expected, accumulate_type(dtype)));
   };
+  definition.contract = [](const BoxAreaProblem& p) { return box_contract_breach(p.boxes, "boxes"); };
   definition.probe = {{{0, 0, 2, 3}}};
   return std::make_unique<TypedOpHarness<BoxAreaProblem>>(std::move(definition));
 }
@@ -190,6 +191,10 @@ std::unique_ptr<OpHarness> make_box_iou_harness(std::vector<BoxIouTarget> target
     std::vector<double> oracle;
     for (const auto& e : expected) oracle.push_back(e.value);
     return element_table(iou.shape, iou.values, oracle, compare::strict_tolerances(expected, accumulate_type(dtype)));
+  };
+  definition.contract = [](const BoxIouProblem& p) {
+    auto breach = box_contract_breach(p.boxes1, "boxes1");
+    return breach ? breach : box_contract_breach(p.boxes2, "boxes2");
   };
   definition.probe = {{{0, 0, 2, 2}}, {{1, 1, 3, 3}}};
   return std::make_unique<TypedOpHarness<BoxIouProblem>>(std::move(definition));

@@ -7,6 +7,19 @@
 
 namespace detfuzz::fuzz {
 
+std::optional<std::string> box_contract_breach(const std::vector<Box>& boxes, const char* set_name) {
+  for (std::size_t i = 0; i < boxes.size(); ++i) {
+    const Box& b = boxes[i];
+    const bool inside = b.x1 >= 0 && b.y1 >= 0 && b.x1 <= b.x2 && b.y1 <= b.y2 && std::isfinite(b.x2) &&
+                        std::isfinite(b.y2);  // NaN fails every comparison above
+    if (!inside)
+      return fmt::format("{}[{}] = [{}, {}, {}, {}] is not a box with 0 <= x1 <= x2, 0 <= y1 <= y2, finite "
+                         "(torchvision 0.14.1 ops/boxes.py documents 0 <= x1 < x2 and 0 <= y1 < y2)",
+                         set_name, i, b.x1, b.y1, b.x2, b.y2);
+  }
+  return std::nullopt;
+}
+
 compare::OverflowExplainer pair_extent_explainer(const BoxIouProblem& problem, const kernels::Arithmetic& arithmetic,
                                                  DType dtype, bool enclosing) {
   struct Stage {

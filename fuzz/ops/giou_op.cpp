@@ -114,6 +114,10 @@ std::unique_ptr<OpHarness> make_generalized_box_iou_harness(std::vector<kernels:
     return element_table(outputs.front().shape, outputs.front().values, values_of(expected_values),
                          compare::strict_tolerances(expected_values, accumulate_type(dtype)));
   };
+  definition.contract = [](const BoxIouProblem& p) {
+    auto breach = box_contract_breach(p.boxes1, "boxes1");
+    return breach ? breach : box_contract_breach(p.boxes2, "boxes2");
+  };
   definition.probe = {{{0, 0, 2, 2}}, {{1, 1, 3, 3}}};
   return std::make_unique<TypedOpHarness<BoxIouProblem>>(std::move(definition));
 }
@@ -138,6 +142,10 @@ std::unique_ptr<OpHarness> make_giou_loss_harness(std::vector<kernels::Target<Gi
     const auto expected_values = loss_expected(p, dtype);
     return element_table(outputs.front().shape, outputs.front().values, values_of(expected_values),
                          compare::strict_tolerances(expected_values, accumulate_type(dtype)));
+  };
+  definition.contract = [](const GiouLossProblem& p) {
+    auto breach = box_contract_breach(p.boxes1, "boxes1");
+    return breach ? breach : box_contract_breach(p.boxes2, "boxes2");
   };
   definition.probe = {{{0, 0, 2, 2}}, {{1, 1, 3, 3}}, 1e-7, RegressionLossProblem::Reduction::none};
   return std::make_unique<TypedOpHarness<GiouLossProblem>>(std::move(definition));

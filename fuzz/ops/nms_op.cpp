@@ -7,6 +7,7 @@
 #include "fuzz/compare/contract.h"
 #include "fuzz/compare/nms_replay.h"
 #include "fuzz/ops/invariance.h"
+#include "fuzz/ops/box_pairs.h"
 #include "fuzz/ops/render.h"
 #include "fuzz/ops/typed_harness.h"
 #include "oracles/nms.h"
@@ -131,6 +132,7 @@ std::unique_ptr<OpHarness> make_nms_harness(std::vector<NmsTarget> targets) {
     const auto reference = oracles::nms(p).keep;
     return lists_side_by_side("keep", outputs.front().values, std::vector<double>(reference.begin(), reference.end()));
   };
+  definition.contract = [](const NmsProblem& p) { return box_contract_breach(p.boxes, "boxes"); };
   definition.probe = {{{0, 0, 2, 2}, {1, 1, 3, 3}}, {0.75, 0.5}, 0.5};
   return std::make_unique<TypedOpHarness<NmsProblem>>(std::move(definition));
 }

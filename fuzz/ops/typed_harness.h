@@ -49,6 +49,9 @@ struct OpDefinition {
   std::function<nlohmann::json(const Problem&, DType)> oracle_json;
   std::function<std::string(const Problem&, const std::vector<HostTensor>&, DType)> side_by_side;
   Problem probe;  // a tiny valid input: a kernel that rejects it lacks the dtype/device
+  // Why `problem` is outside the input domain the op's library documents (the docstring,
+  // cited), or nothing when it is inside; empty function: no documented contract.
+  std::function<std::optional<std::string>(const Problem&)> contract;
   // Boxes the generator may draw whatever --max-boxes (batched_nms's switch counts): what
   // a case's timeout scales with.
   std::size_t largest_generated = 0;
@@ -98,7 +101,20 @@ std::variant<std::vector<HostTensor>, compare::Judgement> run_target(const kerne
 template <class Problem>
 class TypedOpHarness final : public OpHarness {
  public:
-  explicit TypedOpHarness(OpDefinition<Problem> definition) : def_(std::move(definition)) {}
+  explicit TypedOpHarness(OpDefinition<Problem> definition) : def_(std::move(definition)) {
+    // Every judgement of an input outside the op's documented contract says so, whichever
+    // path judged it (campaign, shrink, replay, eval).
+    if (def_.contract) {
+      def_.judge = [judge = std::move(def_.judge), contract = def_.contract](
+                       const Problem& problem, const kernels::Target<Problem>& target, DType dtype, Device device) {
+        compare::Judgement judgement = judge(problem, target, dtype, device);
+        if (judgement.verdicts.empty()) return judgement;
+        if (std::optional<std::string> breach = contract(problem))
+          for (auto& verdict : judgement.verdicts) verdict.outside_contract = *breach;
+        return judgement;
+      };
+    }
+  }
 
   const std::string& name() const override { return def_.name; }
   const std::string& description() const override { return def_.description; }
@@ -157,7 +173,9 @@ class TypedOpHarness final : public OpHarness {
       compare::Judgement judgement = external ? external(def_.to_json(problem))
                                               : def_.judge(problem, target, request.dtype, request.device);
       for (auto& verdict : judgement.verdicts)
-        if (verdict.kind == observed.kind && verdict.property == observed.property) return verdict;
+        if (verdict.kind == observed.kind && verdict.property == observed.property &&
+            verdict.outside_contract.empty() == observed.outside_contract.empty())
+          return verdict;
       return std::nullopt;
     };
     auto turn = rapidcheck_turn();

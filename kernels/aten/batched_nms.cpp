@@ -13,8 +13,6 @@
 // torchvision::nms as they are, as they do outside autocast.
 #include "kernels/aten/batched_nms.h"
 
-#include <fmt/format.h>
-
 #include "kernels/factories.h"
 #include "kernels/tensor_convert.h"
 #include "kernels/torchvision/dispatch.h"
@@ -58,9 +56,9 @@ at::Tensor mmcv_nms_cpu(const at::Tensor& boxes, const at::Tensor& scores, float
   if (boxes.numel() == 0) return at::empty({0}, boxes.options().dtype(at::kLong));
   if (boxes.scalar_type() != at::kFloat)
     throw Error(ErrorKind::unsupported,
-                fmt::format("mmcv 1.7's nms kernel reads boxes.data_ptr<float>() (mmcv/ops/csrc/pytorch/cpu/nms.cpp "
-                            "nms_cpu): expected scalar type Float but found {}",
-                            c10::toString(boxes.scalar_type())));
+                std::string("mmcv 1.7's nms kernel reads boxes.data_ptr<float>() (mmcv/ops/csrc/pytorch/cpu/nms.cpp "
+                            "nms_cpu): expected scalar type Float but found ") +
+                    c10::toString(boxes.scalar_type()));
   const at::Tensor host_boxes = boxes.cpu();
   const at::Tensor x1_t = host_boxes.select(1, 0).contiguous(), y1_t = host_boxes.select(1, 1).contiguous();
   const at::Tensor x2_t = host_boxes.select(1, 2).contiguous(), y2_t = host_boxes.select(1, 3).contiguous();
