@@ -49,6 +49,7 @@ nlohmann::json expectation_json(const Expectation& expect) {
   if (expect.fail) {
     json["kind"] = std::string(finding_kind_name(expect.kind));
     json["property"] = expect.property;
+    if (expect.outside_contract) json["outside_contract"] = true;
   }
   if (!expect.reference.empty()) json["reference"] = expect.reference;
   return json;
@@ -115,6 +116,10 @@ CaseFile case_from_json(const nlohmann::json& json, const std::string& where) {
     if (!parsed) bad(where, "expect.kind", "unknown finding kind \"" + kind + "\"");
     file.expect.kind = *parsed;
     file.expect.property = string_field(*expect, "property", where + ": expect");
+    if (auto outside = expect->find("outside_contract"); outside != expect->end()) {
+      if (!outside->is_boolean()) bad(where, "expect.outside_contract", "expected true or false, got " + shown(*outside));
+      file.expect.outside_contract = outside->get<bool>();
+    }
   }
   file.expect.reference = string_field(*expect, "reference", where + ": expect", false);
   file.origin = object_field(json, "origin", where);

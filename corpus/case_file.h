@@ -24,6 +24,9 @@ struct Expectation {
   FindingKind kind = FindingKind::mismatch;
   std::string property;   // "oracle", "scale_invariance", ...
   std::string reference;  // upstream file/issue, or why the behaviour is expected
+  // The finding is on input outside the op's documented contract, and says so
+  // ("outside_contract": true): it matches only a verdict labelled that way.
+  bool outside_contract = false;
 };
 
 struct CaseFile {

@@ -31,10 +31,12 @@ extern char** environ;
 namespace detfuzz::fuzz {
 
 nlohmann::json verdict_json(const compare::Verdict& verdict) {
-  return {{"kind", std::string(finding_kind_name(verdict.kind))},
-          {"property", verdict.property},
-          {"message", verdict.message},
-          {"details", verdict.details}};
+  nlohmann::json json = {{"kind", std::string(finding_kind_name(verdict.kind))},
+                         {"property", verdict.property},
+                         {"message", verdict.message},
+                         {"details", verdict.details}};
+  if (!verdict.outside_contract.empty()) json["outside_contract"] = verdict.outside_contract;
+  return json;
 }
 
 compare::Verdict verdict_from_json(const nlohmann::json& json) {
@@ -43,6 +45,7 @@ compare::Verdict verdict_from_json(const nlohmann::json& json) {
   verdict.property = json.at("property").get<std::string>();
   verdict.message = json.at("message").get<std::string>();
   verdict.details = json.value("details", nlohmann::json());
+  verdict.outside_contract = json.value("outside_contract", std::string());
   return verdict;
 }
 

@@ -692,8 +692,11 @@ int eval_command(const EvalSettings& settings, const fuzz::Registry& registry, f
     throw Error(ErrorKind::input, settings.file + ": input: " + e.what());
   }
   nlohmann::json verdicts = nlohmann::json::array();
-  for (const auto& v : evaluation.judgement.verdicts)
-    verdicts.push_back({{"kind", std::string(finding_kind_name(v.kind))}, {"property", v.property}, {"message", v.message}});
+  for (const auto& v : evaluation.judgement.verdicts) {
+    nlohmann::json verdict = fuzz::verdict_json(v);
+    verdict.erase("details");  // eval shows the outputs themselves
+    verdicts.push_back(std::move(verdict));
+  }
   nlohmann::json result = {{"file", settings.file}, {"op", file.op}, {"target", target}, {"dtype", file.dtype},
                            {"device", file.device}, {"output", evaluation.output}};
   if (target != fuzz::kOracleTarget) result["verdicts"] = verdicts;

@@ -117,12 +117,13 @@ Judgement judge_batched_nms_output(const BatchedNmsProblem& problem, const std::
         if (auto verdict = check_dets(problem, keep, outputs[1], dtype, device)) judgement.verdicts.push_back(*verdict);
       return judgement;
     }
+  } else if (replay(strict, true, all, classes).consistent) {
+    // Range before precision, as for NMS (nms_replay.cpp): bf16's bound excuses an fp32 overflow too.
+    kind = FindingKind::overflow;
+    message += " (consistent once out-of-range intermediates may go either way)";
   } else if (replay(dtype, false, all, classes).consistent) {
     kind = FindingKind::precision;
     message += fmt::format(" (consistent with {} arithmetic)", dtype_name(dtype));
-  } else if (replay(strict, true, all, classes).consistent) {
-    kind = FindingKind::overflow;
-    message += " (consistent once out-of-range intermediates may go either way)";
   } else if (!problem.class_agnostic) {
     const std::vector<Box> shifted = oracles::offset_boxes(problem, dtype);
     const NmsProblem offset_problem{shifted, problem.scores, problem.iou_threshold};

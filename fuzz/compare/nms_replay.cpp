@@ -260,10 +260,13 @@ Judgement judge_nms_output(const NmsProblem& problem, const HostTensor& output, 
     ReplayResult storage =
         strict == dtype ? verdict_source : replay_nms(problem, keep, {dtype, false, convention});
     ReplayResult lenient = replay_nms(problem, keep, {strict, true, convention});
-    if (storage.consistent) {
-      kind = storage.order_only ? FindingKind::order : FindingKind::precision;
-    } else if (lenient.consistent) {
+    // Range first: where letting the out-of-range pairs go either way explains the list, the
+    // cause is the range, even if the storage dtype's wide bound would excuse it too (bf16
+    // shares fp32's range, so its bound says nothing about an fp32 overflow).
+    if (lenient.consistent) {
       kind = lenient.order_only ? FindingKind::order : FindingKind::overflow;
+    } else if (storage.consistent) {
+      kind = storage.order_only ? FindingKind::order : FindingKind::precision;
     }
   }
 

@@ -100,5 +100,63 @@ TEST(ContinuousCompare, ContractIsCheckedBeforeValues) {
             FindingKind::device);
 }
 
+// A NaN or an infinity has no error to measure: the message names the value and says why it
+// matters, the details say "unbounded", and no tolerance tier is quoted for it.
+TEST(ContinuousCompare, NonFiniteOutputsAreNamedNeverAnErrorOfZero) {
+  for (auto [kernel, name] : {std::pair{NAN, "kernel NaN"}, std::pair{-INFINITY, "kernel -inf"},
+                              std::pair{INFINITY, "kernel +inf"}}) {
+    Judgement j = compare_continuous(output(kernel, 0.5), {half(), half()}, contract(), DType::fp16);
+    ASSERT_EQ(only_kind(j), FindingKind::nan);
+    const std::string& message = j.verdicts[0].message;
+    EXPECT_NE(message.find(name), std::string::npos) << message;
+    EXPECT_EQ(message.find("error 0"), std::string::npos) << message;
+    EXPECT_EQ(message.find("arithmetic)"), std::string::npos) << "no tolerance tiers for a non-finite value: " << message;
+    EXPECT_EQ(j.verdicts[0].details["error"], "unbounded");
+  }
+}
+
+// The tolerance a verdict shows is the one a replay's table and `eval oracle` print.
+TEST(ContinuousCompare, VerdictAndReplayShowOneTolerance) {
+  const ExpectedValue zero = ExpectedValue::point(0.0, 0.0, 0.0, true);
+  const ExpectedValue interval{0.25, false, {0.2, 0.3, 1e-6}, {0.1, 0.4, 1e-3}, true};
+  for (const ExpectedValue& e : {zero, interval, half()}) {
+    Judgement j = compare_continuous(output(0.9, 0.9), {e, e}, contract(), DType::fp16);
+    ASSERT_FALSE(j.verdicts.empty());
+    EXPECT_EQ(j.verdicts[0].details["tolerance"].get<double>(), strict_tolerances({e}, DType::fp32).at(0));
+    EXPECT_EQ(j.verdicts[0].details["tolerance"].get<double>(), tolerance(e.strict, DType::fp32));
+  }
+}
+
+// The target's own arithmetic decides the kind: an explained overflow of a narrower dtype is
+// dtype_overflow (failing, named), an unexplained NaN stays nan, and a true value past the
+// accumulate type's range stays a range hazard whatever the explainer says.
+TEST(ContinuousCompare, OverflowInTheTargetsOwnDtypeIsDtypeOverflow) {
+  int asked = 0;
+  const OverflowExplainer explain = [&](std::size_t element) -> std::optional<StageOverflow> {
+    ++asked;
+    if (element != 0) return std::nullopt;
+    return StageOverflow{"rb - lt (intersection width)", 65520, 65520, DType::fp16, "boxes.py"};
+  };
+  Judgement j = compare_continuous(output(NAN, 0.5), {half(), half()}, contract(), DType::fp16, explain);
+  ASSERT_EQ(only_kind(j), FindingKind::dtype_overflow);
+  EXPECT_TRUE(fails_by_default(FindingKind::dtype_overflow));
+  EXPECT_EQ(asked, 1) << "only wrong elements are explained";
+  const std::string& message = j.verdicts[0].message;
+  EXPECT_NE(message.find("rb - lt (intersection width) in fp16"), std::string::npos) << message;
+  EXPECT_NE(message.find("65520"), std::string::npos) << message;
+  EXPECT_NE(message.find("largest finite 65504"), std::string::npos) << message;
+  EXPECT_FALSE(j.verdicts[0].details["intermediates_in_range"].get<bool>());
+  EXPECT_EQ(j.verdicts[0].details["overflowing_intermediate"]["dtype"], "fp16");
+  EXPECT_EQ(j.verdicts[0].details["range_judged_in"], "fp16");
+
+  EXPECT_EQ(only_kind(compare_continuous(output(0.5, NAN), {half(), half()}, contract(), DType::fp16, explain)),
+            FindingKind::nan);
+  EXPECT_EQ(only_kind(compare_continuous(output(NAN, 0.5), {half(false), half()}, contract(), DType::fp16, explain)),
+            FindingKind::overflow);
+  // Finite but wrong by an overflow the target's dtype caused: dtype_overflow too.
+  EXPECT_EQ(only_kind(compare_continuous(output(0.9, 0.5), {half(), half()}, contract(), DType::fp16, explain)),
+            FindingKind::dtype_overflow);
+}
+
 }  // namespace
 }  // namespace detfuzz::compare

@@ -96,6 +96,23 @@ TEST(NmsReplay, DecisionsBeyondTheComputeTypesRangeAreOverflow) {
   EXPECT_TRUE(judge(huge, {0}).consistent());
 }
 
+// bf16 has fp32's range: its wide rounding bound excuses a decision near the threshold, but
+// when the areas are past fp32's range the cause is the range (an fp32-computing kernel gets
+// inf/inf = NaN and keeps both), not bf16 rounding: overflow, not precision.
+TEST(NmsReplay, Bf16DecisionsPastFp32sRangeAreOverflowNotPrecision) {
+  // IoU 51/99 = 0.515, areas that bf16 rounds; scaled by 2^60 they pass 3.4e38.
+  const double scale = 0x1p60;
+  NmsProblem huge{{{0, 0, 99 * scale, 99 * scale}, {0, 0, 99 * scale, 51 * scale}}, {0.9, 0.8}, 0.5};
+  Judgement j = judge(huge, {0, 1}, DType::bf16);
+  ASSERT_EQ(j.verdicts.size(), 1u);
+  EXPECT_EQ(j.verdicts[0].kind, FindingKind::overflow) << j.verdicts[0].message;
+  // The same pair at an in-range scale is bf16 precision, as before.
+  NmsProblem small{{{0, 0, 99, 99}, {0, 0, 99, 51}}, {0.9, 0.8}, 0.5};
+  Judgement in_range = judge(small, {0, 1}, DType::bf16);
+  ASSERT_EQ(in_range.verdicts.size(), 1u);
+  EXPECT_EQ(in_range.verdicts[0].kind, FindingKind::precision) << in_range.verdicts[0].message;
+}
+
 TEST(NmsReplay, InvalidAndDuplicateIndicesAreMismatches) {
   NmsProblem disjoint{{{0, 0, 1, 1}, {5, 5, 6, 6}}, {0.9, 0.8}, 0.5};
   EXPECT_EQ(judge(disjoint, {0, 7}).verdicts.at(0).kind, FindingKind::mismatch);
