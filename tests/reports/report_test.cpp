@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "reports/html.h"
+#include "reports/render.h"
 #include "reports/report.h"
 
 namespace detfuzz::reports {
@@ -85,6 +87,41 @@ TEST(Report, SummaryShowsCellsFindingsAndReplay) {
   EXPECT_NE(text.find("[mismatch] nms/torchvision/fp32/cpu"), std::string::npos);
   EXPECT_NE(text.find("replay: detfuzz run"), std::string::npos);
   EXPECT_NE(text.find("failing"), std::string::npos);
+}
+
+// Findings recorded in the order they were found: a precision one first, then one outside
+// the contract, then the failing one. Every format puts the failing one first and the
+// outside-contract one last, under its own label.
+TEST(Report, EveryFormatListsFailingFindingsFirstAndOutsideTheContractApart) {
+  Report report = sample();
+  FindingRecord failing = report.findings[0];
+  failing.message = "FAILING-ONE";
+  FindingRecord precision = failing;
+  precision.kind = "precision";
+  precision.fails = false;
+  precision.message = "PRECISION-ONE";
+  FindingRecord outside = failing;
+  outside.kind = "dtype_overflow";
+  outside.fails = false;
+  outside.outside_contract = "boxes[0] = [-1, 0, 1, 1] has a negative coordinate";
+  outside.message = "OUTSIDE-ONE";
+  report.findings = {precision, outside, failing};
+
+  std::ostringstream console;
+  print_summary(report, console);
+  for (const std::string& text : {console.str(), markdown_summary(report), html_report(report)}) {
+    const auto failing_at = text.find("FAILING-ONE"), precision_at = text.find("PRECISION-ONE"),
+               outside_at = text.find("OUTSIDE-ONE");
+    ASSERT_NE(failing_at, std::string::npos) << text;
+    EXPECT_LT(failing_at, precision_at) << text;
+    EXPECT_LT(precision_at, outside_at) << text;
+    EXPECT_NE(text.find("outside the", precision_at), std::string::npos) << "labelled apart: " << text;
+    EXPECT_NE(text.find(outside.outside_contract), std::string::npos) << text;
+  }
+  // report.json keeps the label, and reading it back keeps it too.
+  nlohmann::json json = to_json(report);
+  EXPECT_EQ(json["findings"][1]["outside_contract"], outside.outside_contract);
+  EXPECT_EQ(json["findings"][0]["outside_contract"], "");
 }
 
 }  // namespace
