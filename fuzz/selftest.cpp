@@ -87,7 +87,7 @@ SelftestResult run_selftest(const Registry& registry, const SelftestOptions& opt
   result.budget_per_mutant_s = options.budget_per_mutant_s;
 
   for (const kernels::MutantSpec& spec : specs) {
-    if (stop_requested()) break;
+    if (stop_requested() || options.skip_mutants) break;
     CampaignOptions campaign = campaign_for(options, spec.op, spec.target, spec.dtypes);
     campaign.stop_at_first_failure = true;
     reports::Report report = run_campaign(registry, campaign, *quiet, runner);
@@ -126,16 +126,24 @@ SelftestResult run_selftest(const Registry& registry, const SelftestOptions& opt
   }
   for (TwinRun& twin : twins) {
     if (stop_requested()) break;
-    reports::Report report = run_campaign(registry, campaign_for(options, twin.op, twin.target, twin.dtypes), *quiet, runner);
+    CampaignOptions campaign = campaign_for(options, twin.op, twin.target, twin.dtypes);
+    if (options.cases_per_correct_cell) {
+      campaign.budget_s.reset();
+      campaign.cases_per_cell = options.cases_per_correct_cell;
+    }
+    reports::Report report = run_campaign(registry, campaign, *quiet, runner);
     twin.cases = report.total_cases();
     result.cases_on_correct_targets += twin.cases;
-    std::size_t alarms = 0;
     for (const auto& finding : report.findings) {
       (finding.fails ? result.false_alarms : result.twin_hazards).push_back(finding);
-      alarms += finding.fails ? 1 : 0;
+      if (!finding.fails) continue;
+      ++twin.false_alarms;
+      twin.false_alarm_cases += finding.occurrences;
     }
-    log << fmt::format("selftest: twin {}/{} ({}): {} cases, {} false alarms\n", twin.op, twin.target,
-                       fmt::join(dtype_names(twin.dtypes), ","), twin.cases, alarms);
+    log << fmt::format("selftest: twin {}/{} ({}): {} cases, {} false alarms in {} cases (rate {:.3g})\n", twin.op,
+                       twin.target, fmt::join(dtype_names(twin.dtypes), ","), twin.cases, twin.false_alarms,
+                       twin.false_alarm_cases,
+                       twin.cases ? static_cast<double>(twin.false_alarm_cases) / static_cast<double>(twin.cases) : 0.0);
     log.flush();
     result.twins.push_back(twin);
   }
@@ -169,7 +177,13 @@ nlohmann::json to_json(const SelftestResult& result) {
   }
   nlohmann::json twins = nlohmann::json::array(), alarms = nlohmann::json::array(), hazards = nlohmann::json::array();
   for (const TwinRun& t : result.twins)
-    twins.push_back({{"op", t.op}, {"target", t.target}, {"dtypes", dtype_names(t.dtypes)}, {"cases", t.cases}});
+    twins.push_back({{"op", t.op},
+                     {"target", t.target},
+                     {"dtypes", dtype_names(t.dtypes)},
+                     {"cases", t.cases},
+                     {"false_alarms", t.false_alarms},
+                     {"false_alarm_cases", t.false_alarm_cases},
+                     {"false_alarm_rate", t.cases ? static_cast<double>(t.false_alarm_cases) / t.cases : 0.0}});
   for (const auto& f : result.false_alarms) alarms.push_back(finding_json(f));
   for (const auto& f : result.twin_hazards) hazards.push_back(finding_json(f));
   return {{"format", "detfuzz-selftest"},

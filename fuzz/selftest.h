@@ -29,6 +29,10 @@ struct SelftestOptions {
   int max_boxes = 64;
   double minimize_budget_s = 10;
   std::string corpus_dir;  // minimized cases of the caught mutants ("" = nowhere)
+  // The false-alarm measure: each correct twin's cells run exactly this many cases (in the
+  // default, in-contract domain) instead of one mutant's budget; 0: the budget.
+  std::uint64_t cases_per_correct_cell = 0;
+  bool skip_mutants = false;  // only the correct twins (the false-alarm measure alone)
 };
 
 struct MutantScore {
@@ -47,6 +51,8 @@ struct TwinRun {
   std::string op, target;
   std::vector<DType> dtypes;
   std::uint64_t cases = 0;
+  std::size_t false_alarms = 0;  // failing findings (distinct signatures) on this twin
+  std::uint64_t false_alarm_cases = 0;  // cases that raised one of them (their occurrences)
 };
 
 struct SelftestResult {

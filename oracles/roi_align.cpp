@@ -1124,4 +1124,55 @@ RoiAlignAnswer roi_align_reference(const RoiAlignProblem& problem, DType storage
   return evaluate(problem, storage, Arithmetic::tracker);
 }
 
+std::vector<double> roi_align_bin_samples(const RoiAlignProblem& p, std::size_t element) {
+  const FeatureMap& map = p.input;
+  const std::size_t per_roi = static_cast<std::size_t>(map.channels * p.pooled_height * p.pooled_width);
+  if (per_roi == 0 || element / per_roi >= p.rois.size()) return {};
+  const Roi& roi = p.rois[element / per_roi];
+  const auto within = static_cast<std::int64_t>(element % per_roi);
+  const std::int64_t channel = within / (p.pooled_height * p.pooled_width);
+  const std::int64_t ph = within / p.pooled_width % p.pooled_height, pw = within % p.pooled_width;
+  const auto image = static_cast<std::int64_t>(roi.batch_index);
+  if (image < 0 || image >= map.batch) return {};
+  const double offset = p.aligned ? 0.5 : 0.0;
+  const double start_w = roi.x1 * p.spatial_scale - offset, start_h = roi.y1 * p.spatial_scale - offset;
+  double size_w = roi.x2 * p.spatial_scale - offset - start_w, size_h = roi.y2 * p.spatial_scale - offset - start_h;
+  if (!p.aligned) {
+    size_w = std::max(size_w, 1.0);
+    size_h = std::max(size_h, 1.0);
+  }
+  const double bin_w = size_w / static_cast<double>(p.pooled_width), bin_h = size_h / static_cast<double>(p.pooled_height);
+  const double grid_w = p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::ceil(bin_w);
+  const double grid_h = p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::ceil(bin_h);
+  if (!(grid_w * grid_h <= kMaxRoiAlignSamples)) return {};
+  // pre_calc_for_bilinear_interpolate, one position at a time.
+  auto bilinear = [&](double y, double x) {
+    if (y < -1.0 || y > static_cast<double>(map.height) || x < -1.0 || x > static_cast<double>(map.width)) return 0.0;
+    y = std::max(y, 0.0);
+    x = std::max(x, 0.0);
+    auto cell = [](double& position, std::int64_t size, std::int64_t& low, std::int64_t& high) {
+      low = static_cast<std::int64_t>(position);
+      if (low >= size - 1) {
+        low = high = size - 1;
+        position = static_cast<double>(low);
+      } else {
+        high = low + 1;
+      }
+    };
+    std::int64_t y_low, y_high, x_low, x_high;
+    cell(y, map.height, y_low, y_high);
+    cell(x, map.width, x_low, x_high);
+    const double ly = y - static_cast<double>(y_low), lx = x - static_cast<double>(x_low), hy = 1 - ly, hx = 1 - lx;
+    return hy * hx * map.at(image, channel, y_low, x_low) + hy * lx * map.at(image, channel, y_low, x_high) +
+           ly * hx * map.at(image, channel, y_high, x_low) + ly * lx * map.at(image, channel, y_high, x_high);
+  };
+  std::vector<double> samples;
+  for (double iy = 0; iy < grid_h; ++iy) {
+    const double y = start_h + static_cast<double>(ph) * bin_h + (iy + 0.5) * bin_h / grid_h;
+    for (double ix = 0; ix < grid_w; ++ix)
+      samples.push_back(bilinear(y, start_w + static_cast<double>(pw) * bin_w + (ix + 0.5) * bin_w / grid_w));
+  }
+  return samples;
+}
+
 }  // namespace detfuzz::oracles

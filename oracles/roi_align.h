@@ -56,4 +56,11 @@ RoiAlignAnswer roi_align(const RoiAlignProblem& problem, DType storage);
 // closed-form bound is never below this one and equals it where no step is exact).
 RoiAlignAnswer roi_align_reference(const RoiAlignProblem& problem, DType storage);
 
+// The values one output element averages, in torchvision's summation order (grid rows outer,
+// columns inner), each the fp64 bilinear value at its fp64 sample position, with the kernel's
+// rules (outside [-1, size] it is 0, at or below 0 it clamps, past the last row or column it
+// stays there). Naive on purpose: what explains an accumulation (the running sums a kernel
+// forms), not a bound. Empty for an element with no samples or an unknown image.
+std::vector<double> roi_align_bin_samples(const RoiAlignProblem& problem, std::size_t element);
+
 }  // namespace detfuzz::oracles

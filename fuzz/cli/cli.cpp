@@ -90,6 +90,8 @@ struct SelftestSettings {
   int max_boxes = 64;
   std::string minimize_budget = "10s";
   std::string report_dir = "detfuzz-selftest";
+  std::uint64_t twin_cases = 0;
+  bool false_alarms_only = false;
   // Short, so that the hang mutant is a hang within a small budget.
   IsolationSettings isolation{"process", "2s"};
 };
@@ -339,6 +341,8 @@ int selftest_command(const SelftestSettings& settings, const kernels::KernelConf
   options.max_boxes = settings.max_boxes;
   options.minimize_budget_s = parse_duration(settings.minimize_budget, "--minimize-budget");
   options.corpus_dir = settings.report_dir + "/corpus";
+  options.cases_per_correct_cell = settings.twin_cases;
+  options.skip_mutants = settings.false_alarms_only;
   check_report_dir(settings.report_dir);
   auto runner = make_runner(settings.isolation, settings.report_dir + "/workers", kernel_config);
   kernels::set_single_threaded();
@@ -565,7 +569,7 @@ int replay_generated(const CaseSelection& selection, const fuzz::Registry& regis
         if (!selection.kind.empty() || !selection.property.empty())
           return (selection.kind.empty() || finding_kind_name(v.kind) == selection.kind) &&
                  (selection.property.empty() || v.property == selection.property);
-        return fails_by_default(v.kind);
+        return fuzz::finding_fails(v, fuzz::CampaignOptions{});
       });
       if (chosen == verdicts.end() && selection.kind.empty() && selection.property.empty()) chosen = verdicts.begin();
       if (chosen == verdicts.end())
@@ -594,8 +598,10 @@ int replay_generated(const CaseSelection& selection, const fuzz::Registry& regis
   fmt::print("{}/{}/{}/{} case: {}\n", selection.op, selection.target, selection.dtype, selection.device, input.dump());
   bool failing = false;
   for (const auto& verdict : evaluation.judgement.verdicts) {
-    failing = failing || fails_by_default(verdict.kind);
-    fmt::print("  [{}] {}: {}\n", finding_kind_name(verdict.kind), verdict.property, verdict.message);
+    failing = failing || fuzz::finding_fails(verdict, fuzz::CampaignOptions{});
+    fmt::print("  [{}{}] {}: {}\n", finding_kind_name(verdict.kind),
+               verdict.outside_contract.empty() ? "" : ", outside the documented contract", verdict.property,
+               verdict.message);
   }
   if (evaluation.judgement.verdicts.empty()) std::cout << "  no verdict: the kernel agrees with the oracle\n";
   std::cout << evaluation.side_by_side;
@@ -816,6 +822,12 @@ int main_with_args(int argc, char** argv) {
   selftest->add_option("--report", selftest_settings.report_dir,
                        "directory for selftest.json and the minimized cases (corpus/)")
       ->capture_default_str();
+  selftest->add_option("--twin-cases", selftest_settings.twin_cases,
+                       "the false-alarm measure: run each correct twin's cells for exactly N in-contract cases "
+                       "(e.g. 1000000) instead of one mutant's budget; selftest.json gives each twin's rate")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+  selftest->add_flag("--false-alarms-only", selftest_settings.false_alarms_only,
+                     "skip the mutants: only the correct twins (with --twin-cases, the false-alarm measure alone)");
   add_isolation_options(selftest, selftest_settings.isolation);
 
   CLI::App* worker = app.add_subcommand("worker", "(internal) run cases for a campaign over stdin/stdout");

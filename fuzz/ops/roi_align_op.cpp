@@ -38,10 +38,12 @@ std::vector<std::int64_t> shape_of(const RoiAlignProblem& p) {
 
 // The stage a low-precision accumulation overflows: the sum of a bin's samples before the
 // division by their count (torchvision's `output_val += ...; output_val /= count`). Its exact
-// value is the oracle's average times the count, and the kernel's sum lies within the storage
-// tier's interval and bound times the count of it; where that reach rounds to infinity in
-// the dtype the target sums in, the sum overflowed by that dtype's doing. (A partial sum past
-// the range that the final sum returns from is not named: nothing the oracle has not shown.)
+// final value is the oracle's average times the count, and the kernel's sum lies within the
+// storage tier's interval and bound times the count of it; where that reach rounds to
+// infinity in the dtype the target sums in, the sum overflowed by that dtype's doing. Else the
+// running sums, in the kernel's order over the oracle's fp64 samples: one whose true value
+// rounds to infinity there is named with the samples it took (values of both signs can pass
+// the range and come back).
 constexpr const char* kBinSum = "the sum of a bin's samples";
 
 compare::OverflowExplainer bin_sum_explainer(const RoiAlignProblem& p, const std::vector<compare::ExpectedValue>& expected,
@@ -49,26 +51,26 @@ compare::OverflowExplainer bin_sum_explainer(const RoiAlignProblem& p, const std
   const DType sum_dtype = arithmetic.dtype_of(kBinSum, dtype);
   if (sum_dtype == accumulate_type(dtype)) return {};
   return [&p, &expected, &arithmetic, sum_dtype](std::size_t element) -> std::optional<compare::StageOverflow> {
-    const std::size_t per_roi = static_cast<std::size_t>(p.input.channels * p.pooled_height * p.pooled_width);
-    if (per_roi == 0) return std::nullopt;
-    const Roi& roi = p.rois[element / per_roi];
-    // The grid as roi_align_forward_kernel_impl sizes it (in double: an explanation, not a bound).
-    // The aligned -0.5 shift moves both ends alike: only the unaligned minimum of 1 matters.
-    auto extent = [&](double lo, double hi) {
-      const double size = hi * p.spatial_scale - lo * p.spatial_scale;
-      return p.aligned ? size : std::max(size, 1.0);
-    };
-    auto grid = [&](double size, std::int64_t pooled) {
-      return p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::ceil(size / static_cast<double>(pooled));
-    };
-    const double count = std::max(grid(extent(roi.y1, roi.y2), p.pooled_height) * grid(extent(roi.x1, roi.x2), p.pooled_width), 1.0);
+    const std::vector<double> samples = oracles::roi_align_bin_samples(p, element);
+    if (samples.empty()) return std::nullopt;
+    const double count = static_cast<double>(samples.size());
     const compare::ExpectedValue& e = expected[element];
     const double sum = e.value * count;
     const double farthest = std::fabs(e.storage.low) > std::fabs(e.storage.high) ? e.storage.low : e.storage.high;
     const double reach = std::copysign(std::fabs(farthest) + e.storage.bound, farthest) * count;
-    if (!std::isinf(round_to(sum_dtype, reach)) && !std::isinf(round_to(sum_dtype, sum))) return std::nullopt;
-    return compare::StageOverflow{fmt::format("{} ({:g} samples) before dividing by their count", kBinSum, count), sum,
-                                  std::isinf(round_to(sum_dtype, sum)) ? sum : reach, sum_dtype, arithmetic.source};
+    auto overflows = [sum_dtype](double value) { return std::isinf(round_to(sum_dtype, value)); };
+    const std::string stage = fmt::format("{} ({:g} samples) before dividing by their count", kBinSum, count);
+    if (overflows(sum)) return compare::StageOverflow{stage, sum, sum, sum_dtype, arithmetic.source};
+    if (overflows(reach)) return compare::StageOverflow{stage, sum, reach, sum_dtype, arithmetic.source};
+    double running = 0;
+    for (std::size_t taken = 1; taken <= samples.size(); ++taken) {
+      running += samples[taken - 1];
+      if (overflows(running))
+        return compare::StageOverflow{
+            fmt::format("the running sum of a bin's samples (after {} of {}; the final sum is {})", taken, samples.size(), sum),
+            running, running, sum_dtype, arithmetic.source};
+    }
+    return std::nullopt;
   };
 }
 

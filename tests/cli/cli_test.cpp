@@ -109,7 +109,8 @@ TEST_F(Cli, BoxIouInsideTheDocumentedContractRaisesNoFailingFinding) {
   // the documented 0 <= x1 < x2, can make it overflow. The default domain stays inside.
   Result inside = detfuzz("run --ops box_iou --targets aten --dtypes fp16 --cases 500 --progress none --report " + dir());
   EXPECT_EQ(inside.status, 0) << inside.output;
-  for (const auto& finding : report()["findings"]) {
+  const nlohmann::json inside_report = report();
+  for (const auto& finding : inside_report["findings"]) {
     EXPECT_FALSE(finding["fails"].get<bool>()) << finding.dump(2);
     EXPECT_EQ(finding["outside_contract"], "") << finding.dump(2);
   }
@@ -118,7 +119,8 @@ TEST_F(Cli, BoxIouInsideTheDocumentedContractRaisesNoFailingFinding) {
   Result outside = detfuzz(hostile + " --report " + dir());
   EXPECT_EQ(outside.status, 0) << outside.output;
   bool found = false;
-  for (const auto& finding : report()["findings"]) {
+  const nlohmann::json outside_report = report();
+  for (const auto& finding : outside_report["findings"]) {
     if (finding["kind"] != "dtype_overflow") continue;
     found = true;
     EXPECT_FALSE(finding["fails"].get<bool>());
