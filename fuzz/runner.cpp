@@ -18,11 +18,13 @@
 #include <deque>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <sstream>
 
 #include "corpus/atomic_file.h"
 #include "fuzz/answer_staging.h"
+#include "fuzz/case_timeout.h"
 #include "fuzz/campaign.h"
 #include "model/error.h"
 
@@ -178,6 +180,7 @@ class Worker {
     Outcome outcome = Outcome::answered;
     nlohmann::json answer;
     std::string death;  // "SIGSEGV", "exit 3"
+    double limit_s = 0;  // a timeout's: the limit the case ran past
     std::string stderr_tail;
     std::optional<CaseOutcome> run;  // a run answer's short line, read (then `answer` is empty)
   };
@@ -371,6 +374,7 @@ class Worker {
         stop();
         take_staged_answers();  // the answers before the case that hung
         casualty_ = ended(Outcome::timed_out, "timeout", tail_of_file(stderr_path_));
+        casualty_->limit_s = timeout_s;
         continue;
       }
       wait_for_answers(static_cast<int>(std::min<long long>(left, static_cast<long long>(kLookSeconds * 1000))));
@@ -511,33 +515,26 @@ class WorkerRunner final : public CaseRunner {
       prefetched_.clear();
     }
     std::vector<CaseOutcome> outcomes;
+    CellTimeout& clock = cell_timeout(op, requests.front());
     while (outcomes.size() < requests.size()) {
-      const double case_timeout = timeout(op, requests[outcomes.size()]);
       if (replies.empty()) {
         const std::vector<CaseRequest> rest(requests.begin() + static_cast<std::ptrdiff_t>(outcomes.size()), requests.end());
-        replies = send_to_worker({runs_message(op, rest)}, rest.size(), case_timeout);
+        replies = send_to_worker({runs_message(op, rest)}, rest.size(), clock.limit_s());
       }
       for (const Worker::Reply& reply : replies) {
         if (reply.outcome == Worker::Outcome::interrupted) return outcomes;
         const CaseRequest& request = requests[outcomes.size()];
-        CaseOutcome outcome;
-        if (reply.outcome == Worker::Outcome::answered && reply.run) {
-          outcome = std::move(*reply.run);
-        } else if (reply.outcome == Worker::Outcome::answered) {
-          checked(reply.answer);
-          outcome.judgement = judgement_from(reply.answer);
-          outcome.size = reply.answer.value("size", static_cast<std::size_t>(0));
-          if (reply.answer.contains("times")) {
-            const auto& t = reply.answer.at("times");
-            outcome.times = {t.at(0).get<double>(), t.at(1).get<double>(), t.at(2).get<double>(), t.at(3).get<double>()};
-          }
-          outcome.input_magnitude = reply.answer.value("magnitude", -1.0);
-        } else {
-          // The case in flight killed its worker; the ones after it run on a fresh one.
-          outcome.judgement.verdicts.push_back(casualty(reply, timeout(op, request)));
-          outcome.size = op.size_of(op.generated_input(request));  // generation is pure: redo it here
+        if (reply.outcome == Worker::Outcome::timed_out && reply.limit_s < clock.ceiling_s() && !clock.hang_confirmed) {
+          // A suspect: alone, in a fresh worker, with the ceiling. A slow case answers (and
+          // calibrates the cell); a hang confirms the cell's hangs.
+          const Worker::Reply again = send_to_worker({runs_message(op, {request})}, 1, clock.ceiling_s()).front();
+          if (again.outcome == Worker::Outcome::interrupted) return outcomes;
+          if (again.outcome == Worker::Outcome::timed_out) clock.hang_confirmed = true;
+          outcomes.push_back(outcome_of(again, op, request, clock, reply.limit_s));
+          continue;
         }
-        outcomes.push_back(std::move(outcome));
+        if (reply.outcome == Worker::Outcome::timed_out) clock.hang_confirmed = true;  // past the ceiling, or confirmed
+        outcomes.push_back(outcome_of(reply, op, request, clock, reply.limit_s));
       }
       replies.clear();
     }
@@ -554,7 +551,7 @@ class WorkerRunner final : public CaseRunner {
   void prefetch(const OpHarness& op, const std::vector<CaseRequest>& requests) override {
     if (requests.empty()) return;
     if (prefetched_.size() >= kMostInFlight) receive_prefetched(prefetched_.size() - kMostInFlight + 1);
-    Prefetched batch{&op, requests, timeout(op, requests.front()), requests.size(), {}};
+    Prefetched batch{&op, requests, cell_timeout(op, requests.front()).limit_s(), requests.size(), {}};
     const std::vector<nlohmann::json> message{runs_message(op, requests)};
     const bool behind = std::any_of(prefetched_.begin(), prefetched_.end(), [](const Prefetched& b) { return b.pending > 0; });
     if (behind) {
@@ -574,13 +571,17 @@ class WorkerRunner final : public CaseRunner {
     nlohmann::json message = cell_json(op.name(), request.target, request.dtype, request.device);
     message["cmd"] = "judge";
     message["input"] = input;
-    Worker::Reply reply = send_to_worker({message}, 1, timeout(op, request)).front();
+    // Shrinking a confirmed hang: each candidate that still hangs costs the calibrated limit
+    // for its size, not the ceiling.
+    CellTimeout& clock = cell_timeout(op, request);
+    const double limit = clock.hang_confirmed ? clock.limit_s(op.size_of(input)) : clock.ceiling_s();
+    Worker::Reply reply = send_to_worker({message}, 1, limit).front();
     if (reply.outcome == Worker::Outcome::answered) {
       checked(reply.answer);
       return judgement_from(reply.answer);
     }
     compare::Judgement judgement;
-    judgement.verdicts.push_back(casualty(reply, timeout(op, request)));
+    judgement.verdicts.push_back(casualty(reply, &clock, limit));
     return judgement;
   }
 
@@ -588,7 +589,7 @@ class WorkerRunner final : public CaseRunner {
                                                 Device device) override {
     nlohmann::json message = cell_json(op.name(), target, dtype, device);
     message["cmd"] = "probe";
-    Worker::Reply reply = send_to_worker({message}, 1, options_.case_timeout_s).front();
+    Worker::Reply reply = send_to_worker({message}, 1, options_.timeout_rule.ceiling_s).front();
     // A probe that kills the worker is a finding the campaign will meet again, not a reason.
     if (reply.outcome != Worker::Outcome::answered) return std::nullopt;
     checked(reply.answer);
@@ -605,12 +606,12 @@ class WorkerRunner final : public CaseRunner {
     nlohmann::json message = cell_json(op.name(), target, dtype, device);
     message["cmd"] = "evaluate";
     message["input"] = input;
-    const double case_timeout = options_.case_timeout_s * (1.0 + static_cast<double>(op.size_of(input)) / 1000.0);
+    const double case_timeout = options_.timeout_rule.ceiling_s * (1.0 + static_cast<double>(op.size_of(input)) / 1000.0);
     Worker::Reply reply = send_to_worker({message}, 1, case_timeout).front();
     Evaluation evaluation;
     evaluation.size = op.size_of(input);
     if (reply.outcome != Worker::Outcome::answered) {
-      evaluation.judgement.verdicts.push_back(casualty(reply, case_timeout));
+      evaluation.judgement.verdicts.push_back(casualty(reply, nullptr, case_timeout));
       return evaluation;
     }
     checked(reply.answer);
@@ -621,8 +622,48 @@ class WorkerRunner final : public CaseRunner {
   }
 
  private:
+  // A reply as the case's outcome; an answered case's time calibrates its cell.
+  // `suspected_at_s`: the limit that first called the case hung (the ceiling, or a
+  // calibrated limit that the ceiling then confirmed).
+  CaseOutcome outcome_of(const Worker::Reply& reply, const OpHarness& op, const CaseRequest& request,
+                         CellTimeout& clock, double suspected_at_s) {
+    CaseOutcome outcome;
+    if (reply.outcome == Worker::Outcome::answered && reply.run) {
+      outcome = *reply.run;
+    } else if (reply.outcome == Worker::Outcome::answered) {
+      checked(reply.answer);
+      outcome.judgement = judgement_from(reply.answer);
+      outcome.size = reply.answer.value("size", static_cast<std::size_t>(0));
+      if (reply.answer.contains("times")) {
+        const auto& t = reply.answer.at("times");
+        outcome.times = {t.at(0).get<double>(), t.at(1).get<double>(), t.at(2).get<double>(), t.at(3).get<double>()};
+      }
+      outcome.input_magnitude = reply.answer.value("magnitude", -1.0);
+    } else {
+      // The case in flight killed its worker; the ones after it run on a fresh one.
+      outcome.judgement.verdicts.push_back(casualty(reply, &clock, suspected_at_s));
+      outcome.size = op.size_of(op.generated_input(request));  // generation is pure: redo it here
+      return outcome;
+    }
+    clock.observe(outcome.size, outcome.times.generation_s + outcome.times.judge_s);
+    return outcome;
+  }
+
+  // Each cell's case-time calibration (fuzz/case_timeout.h).
+  CellTimeout& cell_timeout(const OpHarness& op, const CaseRequest& request) {
+    const std::string key = fmt::format("{}/{}/{}/{}/{}/{}", op.name(), request.target, dtype_name(request.dtype),
+                                        device_name(request.device), request.max_boxes, request.hostile);
+    auto found = cells_.find(key);
+    if (found == cells_.end()) {
+      CaseTimeoutRule rule = options_.timeout_rule;
+      rule.ceiling_s = timeout(op, request);
+      found = cells_.emplace(key, CellTimeout(rule, op.cost_exponent())).first;
+    }
+    return found->second;
+  }
+
   double timeout(const OpHarness& op, const CaseRequest& request) const {
-    return options_.case_timeout_s * (1.0 + static_cast<double>(op.largest_case(request.max_boxes)) / 1000.0);
+    return options_.timeout_rule.ceiling_s * (1.0 + static_cast<double>(op.largest_case(request.max_boxes)) / 1000.0);
   }
 
   static void checked(const nlohmann::json& answer) {
@@ -637,12 +678,19 @@ class WorkerRunner final : public CaseRunner {
     return judgement;
   }
 
-  static compare::Verdict casualty(const Worker::Reply& reply, double timeout_s) {
+  // `clock`: the cell's calibration (nullptr: the case ran under the ceiling alone).
+  static compare::Verdict casualty(const Worker::Reply& reply, const CellTimeout* clock, double suspected_at_s) {
     compare::Verdict verdict;
     if (reply.outcome == Worker::Outcome::timed_out) {
       verdict.kind = FindingKind::hang;
       verdict.property = "timeout";
-      verdict.message = fmt::format("no answer within {:.1f} s: the worker was killed", timeout_s);
+      if (!clock || suspected_at_s >= clock->ceiling_s())
+        verdict.message = fmt::format("no answer within {:.3g} s: the worker was killed", reply.limit_s);
+      else
+        verdict.message = fmt::format(
+            "no answer within {:.3g} s ({:g} x the slowest of the cell's {} measured cases, floor {:g} s); the "
+            "cell's first such case ran past the full {:.3g} s limit too: the worker was killed",
+            reply.limit_s, CaseTimeoutRule{}.headroom, clock->measured(), CaseTimeoutRule{}.floor_s, clock->ceiling_s());
     } else {
       verdict.kind = FindingKind::crash;
       verdict.property = reply.death;
@@ -726,6 +774,7 @@ class WorkerRunner final : public CaseRunner {
 
   WorkerOptions options_;
   std::unique_ptr<Worker> workers_[2];
+  std::map<std::string, CellTimeout> cells_;
 };
 
 // ---------------------------------------------------------------- worker side

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fuzz/case_timeout.h"
 #include "fuzz/ops/op_harness.h"
 
 namespace detfuzz::fuzz {
@@ -55,7 +56,9 @@ class InProcessRunner final : public CaseRunner {
 struct WorkerOptions {
   std::string executable;              // the detfuzz binary
   std::vector<std::string> arguments;  // global flags the worker needs (--torchvision-lib)
-  double case_timeout_s = 10;          // per case, scaled by the case's box cap
+  // Per case: the ceiling (--case-timeout, scaled by the op's largest case), and how each
+  // cell calibrates its own limit below it (fuzz/case_timeout.h).
+  CaseTimeoutRule timeout_rule;
   std::string scratch_dir;             // workers' stderr logs and the write-ahead case
 };
 

@@ -39,6 +39,7 @@ constexpr int kMaxJobs = 256;
 struct IsolationSettings {
   std::string isolation = "process";
   std::string case_timeout = "10s";
+  std::string case_timeout_floor = "50ms";
 };
 
 struct RunSettings {
@@ -237,7 +238,12 @@ std::unique_ptr<fuzz::CaseRunner> make_runner(const IsolationSettings& settings,
   if (!config.torchvision_lib.empty()) options.arguments = {"--torchvision-lib", config.torchvision_lib};
   for (const auto& library : config.plugin_libraries) options.arguments.insert(options.arguments.end(), {"--load", library});
   for (const auto& binding : config.bindings) options.arguments.insert(options.arguments.end(), {"--bind", binding});
-  options.case_timeout_s = timeout;
+  options.timeout_rule.ceiling_s = timeout;
+  options.timeout_rule.floor_s = parse_duration(settings.case_timeout_floor, "--case-timeout-floor");
+  if (options.timeout_rule.floor_s > timeout)
+    throw Error(ErrorKind::usage, fmt::format("--case-timeout-floor {} is above --case-timeout {}; use a floor at or "
+                                              "below the ceiling (equal: no calibration)",
+                                              settings.case_timeout_floor, settings.case_timeout));
   options.scratch_dir = scratch_dir;
   return fuzz::make_worker_runner(options);
 }
@@ -258,7 +264,13 @@ void add_isolation_options(CLI::App* command, IsolationSettings& settings) {
                       "process: kernels run in worker processes, a crash or hang is a finding; none: in this process")
       ->capture_default_str();
   command->add_option("--case-timeout", settings.case_timeout,
-                      "a case running longer (x (1 + the op's largest generated case / 1000)) is a hang")
+                      "the ceiling: no case runs longer (x (1 + the op's largest generated case / 1000)); each cell's "
+                      "first 32 cases get it, later ones 8x the slowest measured case of their size class (cost "
+                      "model: pairs for NMS and IoU, linear otherwise), at least --case-timeout-floor; a case past a "
+                      "calibrated limit is a hang once its cell's first one also ran past the ceiling")
+      ->capture_default_str();
+  command->add_option("--case-timeout-floor", settings.case_timeout_floor,
+                      "the least a calibrated case timeout can be (set it to --case-timeout for a fixed timeout)")
       ->capture_default_str();
 }
 
@@ -297,8 +309,10 @@ int run_command(const RunSettings& settings, const kernels::KernelConfig& kernel
     runners.push_back(make_runner(settings.isolation, scratch, kernel_config));
     lanes.push_back(runners.back().get());
   }
+  // A hang's shrink candidates cost its cell's calibrated limit each; the ceiling is paid
+  // for the confirmation (twice at most), not per candidate.
   options.slow_minimize_budget_s =
-      std::max(6 * options.minimize_budget_s, 8 * parse_duration(settings.isolation.case_timeout, "--case-timeout"));
+      std::max(6 * options.minimize_budget_s, 2 * parse_duration(settings.isolation.case_timeout, "--case-timeout"));
   auto progress = fuzz::make_progress(progress_mode(settings.progress));
   kernels::set_single_threaded();
   fuzz::Registry registry = fuzz::default_registry(kernel_config);

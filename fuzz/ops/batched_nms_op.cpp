@@ -207,6 +207,7 @@ std::unique_ptr<OpHarness> make_batched_nms_harness(std::vector<BatchedTarget> t
   definition.to_json = [](const BatchedNmsProblem& p) { return corpus::to_json(p); };
   definition.from_json = corpus::batched_nms_problem_from_json;
   definition.size = [](const BatchedNmsProblem& p) { return p.boxes.size(); };
+  definition.cost_exponent = 2;  // every pair of boxes
   definition.smaller = smaller;
   definition.oracle_json = [](const BatchedNmsProblem& p, DType) {
     return nlohmann::json{{"keep", oracles::batched_nms(p)}};

@@ -103,6 +103,7 @@ std::unique_ptr<OpHarness> make_generalized_box_iou_harness(std::vector<kernels:
   definition.to_json = [](const BoxIouProblem& p) { return corpus::to_json(p); };
   definition.from_json = corpus::box_iou_problem_from_json;
   definition.size = [](const BoxIouProblem& p) { return p.boxes1.size() + p.boxes2.size(); };
+  definition.cost_exponent = 2;  // every pair of boxes
   definition.smaller = smaller_box_pairs;
   definition.oracle_json = [](const BoxIouProblem& p, DType dtype) {
     nlohmann::json values = nlohmann::json::array();

@@ -106,6 +106,7 @@ std::unique_ptr<OpHarness> make_nms_harness(std::vector<NmsTarget> targets) {
   definition.to_json = [](const NmsProblem& p) { return corpus::to_json(p); };
   definition.from_json = corpus::nms_problem_from_json;
   definition.size = [](const NmsProblem& p) { return p.boxes.size(); };
+  definition.cost_exponent = 2;  // every pair of boxes
   definition.smaller = [](const NmsProblem& p, DType dtype) {
     std::vector<NmsProblem> smaller;
     for (auto range : removal_ranges(p.boxes.size()))

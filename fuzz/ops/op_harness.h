@@ -118,6 +118,8 @@ class OpHarness {
   virtual std::size_t size_of(const nlohmann::json& input) const = 0;
   // The most boxes a generated case of this op can have under --max-boxes `max_boxes`.
   virtual std::size_t largest_case(int max_boxes) const = 0;
+  // How a case's time grows with its size: time ~ (size + 1)^exponent (fuzz/case_timeout.h).
+  virtual int cost_exponent() const { return 1; }
   // Evaluates a given input (a case file's) on `target` or on kOracleTarget.
   virtual Evaluation evaluate(const nlohmann::json& input, const std::string& target, DType dtype,
                               Device device) const = 0;

@@ -55,6 +55,8 @@ struct OpDefinition {
   // Boxes the generator may draw whatever --max-boxes (batched_nms's switch counts): what
   // a case's timeout scales with.
   std::size_t largest_generated = 0;
+  // Time ~ (size + 1)^cost_exponent: 2 where every pair of boxes is compared.
+  int cost_exponent = 1;
 };
 
 // Runs a target and returns its outputs; anything it throws becomes a verdict of kind
@@ -299,6 +301,7 @@ class TypedOpHarness final : public OpHarness {
   }
 
   std::size_t size_of(const nlohmann::json& input) const override { return def_.size(def_.from_json(input)); }
+  int cost_exponent() const override { return def_.cost_exponent; }
   std::size_t largest_case(int max_boxes) const override {
     return std::max(static_cast<std::size_t>(std::max(max_boxes, 0)), def_.largest_generated);
   }

@@ -231,3 +231,45 @@ TEST_F(Plugins, TorchScriptTargetRunsInACampaignThroughWorkers) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string faulty_nms_run(const std::string& fault, const std::string& flags, const std::string& dir) {
+  return "DETFUZZ_TEST_FAULT=" + fault + " " + detfuzz::testing::binary() + " run " + load() +
+         "--bind nms=detfuzz_test::nms_faulty --ops nms --targets detfuzz_test::nms_faulty --dtypes fp32 --jobs 1 "
+         "--minimize-budget 1s --progress none " + flags + " --report " + dir;
+}
+
+// A case slower than its cell's calibrated limit (300 ms against a 50 ms floor over
+// microsecond cases) is a suspect, run again with the ceiling: it answers, so it is no hang,
+// on the first cases of a cell and after.
+TEST_F(Plugins, ACorrectCaseSlowerThanItsCalibratedLimitIsNeverCalledHung) {
+  Result r = detfuzz::testing::shell(faulty_nms_run("slow:5", "--cases 300 --case-timeout 3s", dir()));
+  ASSERT_EQ(r.status, 0) << r.output;
+  nlohmann::json json = report();
+  EXPECT_EQ(json["findings"].size(), 0u) << json["findings"].dump(1).substr(0, 3000);
+  ASSERT_EQ(json["cells"].size(), 1u);
+  EXPECT_EQ(json["cells"][0]["cases"], 300);
+}
+
+// A kernel that hangs on a share of its inputs: the first hang pays the ceiling, the later
+// ones the cell's calibrated limit; each is an occurrence of one hang finding whose message
+// says which limit it ran past.
+TEST_F(Plugins, LaterHangsOfACellCostItsCalibratedLimitNotTheCeiling) {
+  Result r = detfuzz::testing::shell(faulty_nms_run("hang:10", "--cases 120 --case-timeout 2s", dir()));
+  ASSERT_EQ(r.status, 1) << r.output;
+  nlohmann::json json = report();
+  std::vector<nlohmann::json> hangs;
+  for (const auto& f : json["findings"])
+    if (f["kind"] == "hang") hangs.push_back(f);
+  ASSERT_EQ(hangs.size(), 1u) << json["findings"].dump(1).substr(0, 3000);
+  const int occurrences = hangs[0]["occurrences"].get<int>();
+  EXPECT_GT(occurrences, 5);
+  EXPECT_EQ(json["cells"][0]["cases"], 120);
+  // Its minimized case was judged under the calibrated limit, not the 2 s ceiling.
+  const std::string message = hangs[0]["message"];
+  EXPECT_NE(message.find("the cell's first such case ran past the full"), std::string::npos) << message;
+  EXPECT_EQ(message.find("no answer within 2"), std::string::npos) << message;
+}
+
+}  // namespace

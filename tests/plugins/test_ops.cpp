@@ -10,7 +10,14 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
 #include <numeric>
 #include <vector>
 
@@ -174,7 +181,37 @@ at::Tensor roi_align_ignores_aligned_offset(const at::Tensor& input, const at::T
 
 }  // namespace
 
+// A correct nms that hangs or crashes on a share of its inputs, for measuring what a fault
+// costs a campaign (bench/fault_cost.sh): DETFUZZ_TEST_FAULT=hang:10 never returns on 10% of
+// the inputs, crash:1 raises SIGSEGV on 1%, slow:5 takes 300 ms on 5% (and answers
+// correctly: a slow case, not a hang). Which inputs is a hash of the boxes, so a
+// faulting case faults again when replayed or shrunk.
+at::Tensor nms_faulty(const at::Tensor& dets, const at::Tensor& scores, double iou_threshold) {
+  const char* setting = std::getenv("DETFUZZ_TEST_FAULT");
+  const std::string fault = setting ? setting : "";
+  const auto colon = fault.find(':');
+  if (colon != std::string::npos) {
+    const int percent = std::atoi(fault.c_str() + colon + 1);
+    const at::Tensor values = dets.to(at::kDouble).contiguous();
+    std::uint64_t hash = 1469598103934665603ull ^ static_cast<std::uint64_t>(values.numel());
+    const double* v = values.data_ptr<double>();
+    for (int64_t i = 0; i < values.numel(); ++i) {
+      std::uint64_t bits;
+      std::memcpy(&bits, &v[i], sizeof bits);
+      hash = (hash ^ bits) * 1099511628211ull;
+    }
+    if (static_cast<int>((hash >> 17) % 100) < percent) {
+      if (fault.compare(0, colon, "crash") == 0) std::raise(SIGSEGV);
+      if (fault.compare(0, colon, "slow") == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      if (fault.compare(0, colon, "hang") == 0)
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
+  return nms_with(dets, scores, iou_threshold, NmsFlaw::none);
+}
+
 TORCH_LIBRARY(detfuzz_test, m) {
+  m.def("nms_faulty(Tensor dets, Tensor scores, float iou_threshold) -> Tensor");
   m.def("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor");
   m.def("nms_never_visits_last_box(Tensor dets, Tensor scores, float iou_threshold) -> Tensor");
   m.def("nms_int_threshold(Tensor dets, Tensor scores, int iou_threshold) -> Tensor");
@@ -186,6 +223,7 @@ TORCH_LIBRARY(detfuzz_test, m) {
 
 TORCH_LIBRARY_IMPL(detfuzz_test, CPU, m) {
   m.impl("nms", nms);
+  m.impl("nms_faulty", nms_faulty);
   m.impl("nms_never_visits_last_box", nms_never_visits_last_box);
   m.impl("nms_int_threshold", nms_int_threshold);
   m.impl("roi_align", roi_align);
