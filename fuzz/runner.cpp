@@ -14,6 +14,7 @@
 #include <charconv>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include "corpus/atomic_file.h"
 #include "fuzz/answer_staging.h"
 #include "fuzz/case_timeout.h"
+#include "fuzz/zygote.h"
 #include "fuzz/campaign.h"
 #include "model/error.h"
 
@@ -200,8 +202,9 @@ class Worker {
     pinged_ = send(nlohmann::json{{"cmd", "ping"}}.dump() + "\n");
   }
 
-  Worker(const WorkerOptions& options, int index)
+  Worker(const WorkerOptions& options, int index, Zygote* zygote)
       : options_(options),
+        zygote_(zygote),
         stderr_path_(options.scratch_dir + "/worker-" + std::to_string(index) + ".stderr"),
         inflight_(options.scratch_dir + "/inflight-" + std::to_string(index) + ".jsonl"),
         staging_(shared_staging()) {
@@ -277,23 +280,8 @@ class Worker {
     ::fcntl(doorbell[1], F_SETFL, O_NONBLOCK);
     ::fcntl(doorbell[0], F_SETFL, O_NONBLOCK);
     ::fcntl(from_worker[0], F_SETFL, O_NONBLOCK);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, to_worker[0], STDIN_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, from_worker[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, doorbell[1], kDoorbellFd);
-    if (staging_.fd() >= 0) posix_spawn_file_actions_adddup2(&actions, staging_.fd(), kAnswerStagingFd);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<std::string> args{options_.executable};
-    args.insert(args.end(), options_.arguments.begin(), options_.arguments.end());
-    args.insert(args.end(), {"worker", "--doorbell-fd", std::to_string(kDoorbellFd)});
-    if (staging_.fd() >= 0) args.insert(args.end(), {"--answer-staging-fd", std::to_string(kAnswerStagingFd)});
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    // posix_spawn execs at once: no copy of this process's LibTorch thread pools runs.
-    const int error = posix_spawn(&pid_, options_.executable.c_str(), &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
+    const int error = zygote_ && zygote_->alive() ? fork_from_zygote(to_worker[0], from_worker[1], doorbell[1])
+                                                  : spawn(to_worker[0], from_worker[1], doorbell[1]);
     ::close(to_worker[0]);
     ::close(from_worker[1]);
     ::close(doorbell[1]);
@@ -311,6 +299,55 @@ class Worker {
     staging_.reset();
     answers_taken_ = 0;
     casualty_.reset();
+  }
+
+  // A fork of the zygote (milliseconds); when the zygote is gone, a spawned worker instead,
+  // which then says why it cannot start.
+  int fork_from_zygote(int requests, int answers, int doorbell) {
+    const int stderr_fd = ::open(stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (stderr_fd < 0) return errno;
+    std::vector<int> descriptors{requests, answers, stderr_fd, doorbell};
+    if (staging_.fd() >= 0) descriptors.push_back(staging_.fd());
+    pid_ = zygote_->fork_worker(descriptors);
+    ::close(stderr_fd);
+    forked_ = pid_ > 0;
+    return forked_ ? 0 : spawn(requests, answers, doorbell);
+  }
+
+  int spawn(int requests, int answers, int doorbell) {
+    forked_ = false;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, requests, STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, answers, STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, doorbell, kDoorbellFd);
+    if (staging_.fd() >= 0) posix_spawn_file_actions_adddup2(&actions, staging_.fd(), kAnswerStagingFd);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<std::string> args{options_.executable};
+    args.insert(args.end(), options_.arguments.begin(), options_.arguments.end());
+    args.insert(args.end(), {"worker", "--doorbell-fd", std::to_string(kDoorbellFd)});
+    if (staging_.fd() >= 0) args.insert(args.end(), {"--answer-staging-fd", std::to_string(kAnswerStagingFd)});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    // posix_spawn execs at once: no copy of this process's LibTorch thread pools runs.
+    const int error = posix_spawn(&pid_, options_.executable.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    return error;
+  }
+
+  // The worker's wait status once it is gone (the zygote reaps its forks and tells us);
+  // nullopt when it is not gone within timeout_s.
+  std::optional<int> reaped(double timeout_s) {
+    if (forked_) return zygote_->exit_status(pid_, timeout_s);
+    int status = 0;
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    for (;;) {
+      const pid_t reaped = ::waitpid(pid_, &status, WNOHANG);
+      if (reaped == pid_) return status;
+      if (reaped < 0 || Clock::now() >= deadline) return std::nullopt;
+      ::usleep(1000);
+    }
   }
 
   void close_pipes() {
@@ -416,18 +453,16 @@ class Worker {
   Reply died() {
     Reply reply;
     reply.outcome = Outcome::died;
-    int status = 0;
     close_pipes();
     // The worker is gone or going (its stdout closed); a second to exit, then it is killed.
-    pid_t reaped = 0;
-    for (int i = 0; i < 100 && (reaped = ::waitpid(pid_, &status, WNOHANG)) == 0; ++i) ::usleep(10000);
-    if (reaped == 0) {
+    std::optional<int> status = reaped(1.0);
+    if (!status) {
       ::kill(pid_, SIGKILL);
-      reaped = ::waitpid(pid_, &status, 0);
+      status = reaped(10.0);
     }
-    if (reaped == pid_) {
-      if (WIFSIGNALED(status)) reply.death = signal_name(WTERMSIG(status));
-      else if (WIFEXITED(status)) reply.death = "exit " + std::to_string(WEXITSTATUS(status));
+    if (status) {
+      if (WIFSIGNALED(*status)) reply.death = signal_name(WTERMSIG(*status));
+      else if (WIFEXITED(*status)) reply.death = "exit " + std::to_string(WEXITSTATUS(*status));
     }
     if (reply.death.empty()) reply.death = "lost";
     pid_ = -1;
@@ -438,8 +473,7 @@ class Worker {
   void stop() {
     if (pid_ <= 0) return;
     ::kill(pid_, SIGKILL);
-    int status;
-    ::waitpid(pid_, &status, 0);
+    reaped(10.0);
     pid_ = -1;
     if (from_ >= 0) take_pipe_answers();  // what it wrote before it was killed (the pipe ends now)
     close_pipes();
@@ -473,6 +507,8 @@ class Worker {
   }
 
   WorkerOptions options_;
+  Zygote* zygote_;      // nullptr: every worker is spawned
+  bool forked_ = false;  // this process came from the zygote (which reaps it)
   std::string stderr_path_;
   corpus::ScratchFile inflight_;
   std::string last_sent_;  // the last messages sent, as written ahead
@@ -496,7 +532,9 @@ class WorkerRunner final : public CaseRunner {
  public:
   explicit WorkerRunner(WorkerOptions options)
       : options_(std::move(options)),
-        workers_{std::make_unique<Worker>(options_, 0), std::make_unique<Worker>(options_, 1)} {
+        zygote_(start_zygote(options_)),
+        workers_{std::make_unique<Worker>(options_, 0, zygote_.get()),
+                 std::make_unique<Worker>(options_, 1, zygote_.get())} {
     ::signal(SIGPIPE, SIG_IGN);  // a dead worker's pipe must be an error, not our death
   }
 
@@ -772,7 +810,21 @@ class WorkerRunner final : public CaseRunner {
   static constexpr std::size_t kMostInFlight = 2;
   std::deque<Prefetched> prefetched_;
 
+  // Started at once: it loads LibTorch while the campaign sets up (nullptr: workers are
+  // spawned, as when DETFUZZ_NO_ZYGOTE is set).
+  static std::unique_ptr<Zygote> start_zygote(const WorkerOptions& options) {
+    if (std::getenv("DETFUZZ_NO_ZYGOTE")) return nullptr;
+    corpus::ensure_directory(options.scratch_dir);
+    try {
+      return std::make_unique<Zygote>(options.executable, options.arguments, options.scratch_dir + "/zygote.stderr");
+    } catch (const Error& e) {
+      std::cerr << "detfuzz: " << e.what() << "; workers are spawned one by one\n";
+      return nullptr;
+    }
+  }
+
   WorkerOptions options_;
+  std::unique_ptr<Zygote> zygote_;
   std::unique_ptr<Worker> workers_[2];
   std::map<std::string, CellTimeout> cells_;
 };

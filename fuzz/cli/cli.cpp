@@ -22,6 +22,7 @@
 #include "fuzz/environment.h"
 #include "fuzz/replay.h"
 #include "fuzz/runner.h"
+#include "fuzz/zygote.h"
 #include "fuzz/selftest.h"
 #include "reports/gate.h"
 #include "reports/merge.h"
@@ -851,6 +852,9 @@ int main_with_args(int argc, char** argv) {
   int staging_fd = -1;
   worker->add_option("--answer-staging-fd", staging_fd,
                      "descriptor of the shared memory to stage answers in until they are sent");
+  int zygote_fd = -1;
+  worker->add_option("--zygote-fd", zygote_fd,
+                     "be the lane's fork server: fork a worker for each request on this socket (fuzz/zygote.h)");
 
   ReplaySettings replay_settings;
   CaseSelection& selection = replay_settings.selection;
@@ -940,6 +944,7 @@ int main_with_args(int argc, char** argv) {
     if (selftest->parsed()) return selftest_command(selftest_settings, kernel_config);
     if (worker->parsed()) {
       kernels::set_single_threaded();
+      if (zygote_fd >= 0) return fuzz::serve_zygote(fuzz::default_registry(kernel_config), zygote_fd);
       return fuzz::serve_worker(fuzz::default_registry(kernel_config), doorbell_fd, staging_fd);
     }
     if (corpus_add->parsed()) return corpus_add_command(add_files, add_dir);
