@@ -575,11 +575,8 @@ TEST_F(Cli, WorkerAnswersEveryCaseOfABatchItCannotRead) {
   EXPECT_GT(ran->times.generation_s, 0) << answers[5];
 }
 
-// Starts detfuzz with `arguments` as our own child (output discarded) and returns its pid.
-pid_t spawn_detfuzz(const std::vector<std::string>& arguments) {
-  const char* binary = std::getenv("DETFUZZ_BINARY");
-  std::vector<std::string> args{binary ? binary : "build/detfuzz"};
-  args.insert(args.end(), arguments.begin(), arguments.end());
+// Starts `args` as our own child (output discarded) and returns its pid.
+pid_t spawn_process(std::vector<std::string> args) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -591,6 +588,14 @@ pid_t spawn_detfuzz(const std::vector<std::string>& arguments) {
   posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   return pid;
+}
+
+// Starts detfuzz with `arguments` as our own child (output discarded) and returns its pid.
+pid_t spawn_detfuzz(const std::vector<std::string>& arguments) {
+  const char* binary = std::getenv("DETFUZZ_BINARY");
+  std::vector<std::string> args{binary ? binary : "build/detfuzz"};
+  args.insert(args.end(), arguments.begin(), arguments.end());
+  return spawn_process(args);
 }
 
 TEST_F(Cli, SigtermWritesAPartialReportAndExits143) {
@@ -667,6 +672,81 @@ TEST_F(Cli, KillNineAtAnyMomentLosesAndCorruptsNothing) {
   }
   for (const auto& signature : seen) EXPECT_TRUE(final_signatures.count(signature)) << signature << " was lost";
   EXPECT_FALSE(final_signatures.empty()) << "the campaigns found nothing to keep";
+}
+
+// The pids whose parent is `parent` (from /proc).
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto after_name = line.rfind(')');
+    if (after_name == std::string::npos) continue;
+    std::istringstream fields(line.substr(after_name + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    fields >> state >> ppid;
+    if (ppid == parent && state != 'Z') children.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return children;
+}
+
+bool running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto after_name = line.rfind(')');
+  return after_name != std::string::npos && line.size() > after_name + 2 && line[after_name + 2] != 'Z';
+}
+
+// A campaign's worker processes come from its lane's zygote; kill -9 of the campaign takes
+// the zygote and every worker with it (PR_SET_PDEATHSIG down the chain).
+TEST_F(Cli, KillNineOfACampaignLeavesNoZygoteAndNoWorker) {
+  pid_t pid = spawn_detfuzz({"run", "--ops", "nms", "--dtypes", "fp32", "--budget", "60s", "--jobs", "1",
+                             "--progress", "none", "--report", dir()});
+  ASSERT_GT(pid, 0);
+  std::vector<pid_t> zygotes, workers;
+  for (int i = 0; i < 300 && workers.empty(); ++i) {  // up to 30 s on a loaded machine
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    zygotes = children_of(pid);
+    for (pid_t zygote : zygotes)
+      for (pid_t worker : children_of(zygote)) workers.push_back(worker);
+  }
+  ASSERT_FALSE(workers.empty()) << "no worker forked from a zygote of the campaign";
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::vector<pid_t> left;
+  for (int i = 0; i < 100; ++i) {
+    left.clear();
+    for (pid_t p : zygotes) if (running(p)) left.push_back(p);
+    for (pid_t p : workers) if (running(p)) left.push_back(p);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " processes outlived the campaign";
+}
+
+// Calibrated timeouts on a loaded machine: two lanes on this machine's cores with a CPU hog
+// beside them, the largest cases there are (batched_nms up to 10,001 boxes, roi_align on
+// large maps) and every cell's first cases: a correct target is never called hung.
+TEST_F(Cli, CorrectTargetsAreNeverCalledHungOnALoadedMachine) {
+  pid_t hog = spawn_process({"/bin/sh", "-c", "while :; do :; done"});
+  ASSERT_GT(hog, 0);
+  Result r = detfuzz("run --ops nms,batched_nms,roi_align --dtypes fp32 --cases 300 --jobs 2 --progress none "
+                     "--report " + dir());
+  ::kill(hog, SIGKILL);
+  ::waitpid(hog, nullptr, 0);
+  ASSERT_TRUE(r.status == 0 || r.status == 1) << r.output;
+  nlohmann::json json = report();
+  for (const auto& f : json["findings"]) EXPECT_NE(f["kind"], "hang") << f.dump(1).substr(0, 2000);
+  for (const auto& cell : json["cells"])
+    if (cell["status"] == "ok") {
+      EXPECT_EQ(cell["cases"], 300) << cell.dump().substr(0, 500);
+    }
 }
 
 TEST(Duration, ParsesUnitsAndRejectsTheRest) {
