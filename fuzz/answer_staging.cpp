@@ -18,13 +18,20 @@ namespace detfuzz::fuzz {
 struct AnswerStaging::Header {
   std::atomic<std::uint64_t> first_answer;  // the number of the first staged answer (0: the worker's first)
   std::atomic<std::uint64_t> bytes;         // staged answer bytes after the header
+  // The case in flight: its answer's number + 1 (0: none), its start (steady clock ticks;
+  // CLOCK_MONOTONIC, one clock for every process), its size + 1 (0: not known yet). The
+  // number is stored last and read first and last, so a reader never mixes two cases.
+  std::atomic<std::uint64_t> case_number;
+  std::atomic<std::int64_t> case_started;
+  std::atomic<std::uint64_t> case_size;
 };
 
 namespace {
 
 constexpr std::size_t kHeaderBytes = 4096;  // a page, the answers after it
 constexpr std::size_t kRegionBytes = kHeaderBytes + AnswerStaging::kCapacityBytes;
-static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "two processes share these counters");
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::int64_t>::is_always_lock_free,
+              "two processes share these counters");
 
 void* map_region(int fd) {
   void* mapping = ::mmap(nullptr, kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -49,7 +56,7 @@ AnswerStaging AnswerStaging::create(int (*place_descriptor)(int fd)) {
     ::close(fd);
     throw Error(ErrorKind::internal, "cannot map the shared memory for a worker's answers: " + why);
   }
-  new (mapping) Header{{0}, {0}};
+  new (mapping) Header{{0}, {0}, {0}, {0}, {0}};
   return AnswerStaging(fd, mapping);
 }
 
@@ -114,8 +121,42 @@ void AnswerStaging::sent_one_unstaged(Clock::time_point now) {
   if (mapping_) header()->first_answer.fetch_add(1, std::memory_order_release);
 }
 
+std::uint64_t AnswerStaging::answers_so_far() const {
+  return mapping_ ? header()->first_answer.load(std::memory_order_relaxed) + staged_lines_ : 0;
+}
+
+void AnswerStaging::case_started(Clock::time_point now) {
+  if (!mapping_) return;
+  header()->case_number.store(0, std::memory_order_release);
+  header()->case_size.store(0, std::memory_order_relaxed);
+  header()->case_started.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+}
+
+void AnswerStaging::case_sized(std::size_t size) {
+  if (!mapping_) return;
+  header()->case_size.store(size + 1, std::memory_order_relaxed);
+  header()->case_number.store(answers_so_far() + 1, std::memory_order_release);
+}
+
+void AnswerStaging::case_ended() {
+  if (mapping_) header()->case_number.store(0, std::memory_order_release);
+}
+
+std::optional<AnswerStaging::CaseInFlight> AnswerStaging::case_in_flight() const {
+  if (!mapping_) return std::nullopt;
+  const std::uint64_t number = header()->case_number.load(std::memory_order_acquire);
+  if (number == 0) return std::nullopt;
+  CaseInFlight in_flight{number - 1,
+                         Clock::time_point(Clock::duration(header()->case_started.load(std::memory_order_relaxed))),
+                         static_cast<std::size_t>(header()->case_size.load(std::memory_order_relaxed) - 1)};
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (header()->case_number.load(std::memory_order_relaxed) != number) return std::nullopt;  // it changed meanwhile
+  return in_flight;
+}
+
 void AnswerStaging::reset() {
   if (!mapping_) return;
+  header()->case_number.store(0, std::memory_order_relaxed);
   header()->bytes.store(0, std::memory_order_relaxed);
   header()->first_answer.store(0, std::memory_order_relaxed);
   staged_lines_ = 0;

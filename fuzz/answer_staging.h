@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -58,7 +59,23 @@ class AnswerStaging {
   void sent_staged(Clock::time_point now);
   void sent_one_unstaged(Clock::time_point now);
 
+  // The case in flight, for its timeout: it starts (its answer will be the worker's
+  // `answer_number`-th, from 0), then its size is known (after generation), then it ends.
+  void case_started(Clock::time_point now);
+  void case_sized(std::size_t size);
+  void case_ended();
+  std::uint64_t answers_so_far() const;
+
   // ---- the campaign
+  struct CaseInFlight {
+    std::uint64_t answer_number;
+    Clock::time_point started;
+    std::size_t size;
+  };
+  // The case running now, once its size is known; nullopt between cases, while one is
+  // generated, and without a region.
+  std::optional<CaseInFlight> case_in_flight() const;
+
   // Empties the region for a new worker process.
   void reset();
   // After the worker is gone: the answer lines it staged and the pipe did not bring, given

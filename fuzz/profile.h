@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 
 namespace detfuzz::fuzz {
 
@@ -21,6 +22,12 @@ enum class Phase { kernel, oracle };
 
 // The times of the case running on this thread; run_case resets and reads them.
 CaseTimes& current_case_times();
+
+// Who hears the size of the case running on this thread once it is generated (the worker,
+// which tells the campaign, so that the case's timeout is that of its size); nullptr: nobody.
+using CaseSizeListener = void (*)(void* context, std::size_t size);
+void listen_to_case_sizes(CaseSizeListener listener, void* context);
+void announce_case_size(std::size_t size);
 
 // Adds its lifetime to `phase` of the current case, unless a timer of the same phase is
 // already running (a reference that calls another reference is counted once).

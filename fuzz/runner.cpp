@@ -247,10 +247,10 @@ class Worker {
   // previous one (as we see them: we look at least every kLookSeconds while waiting). Stops
   // at the first death or timeout: the replies then end with it, and the messages after it
   // were not run.
-  std::vector<Reply> collect(std::size_t count, double timeout_s) {
+  std::vector<Reply> collect(std::size_t count, double timeout_s, const CellTimeout* clock = nullptr) {
     std::vector<Reply> replies;
     for (std::size_t i = 0; i < count; ++i) {
-      replies.push_back(receive(timeout_s));
+      replies.push_back(receive(timeout_s, clock));
       if (replies.back().outcome != Outcome::answered) break;
     }
     return replies;
@@ -258,9 +258,10 @@ class Worker {
 
   // `answers`: how many the messages ask for (a batch of cases is one message, one answer
   // per case).
-  std::vector<Reply> requests(const std::vector<nlohmann::json>& messages, std::size_t answers, double timeout_s) {
+  std::vector<Reply> requests(const std::vector<nlohmann::json>& messages, std::size_t answers, double timeout_s,
+                              const CellTimeout* clock = nullptr) {
     if (auto failed = submit(messages)) return {*failed};
-    return collect(answers, timeout_s);
+    return collect(answers, timeout_s, clock);
   }
 
  private:
@@ -377,8 +378,13 @@ class Worker {
     return true;
   }
 
-  Reply receive(double timeout_s) {
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  // `clock`: the cell's calibration, which gives the case in flight (once the worker has
+  // said its size) the limit of its size, from its start; timeout_s bounds every wait anyway.
+  Reply receive(double timeout_s, const CellTimeout* clock = nullptr) {
+    auto after = [](Clock::time_point start, double seconds) {
+      return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    };
+    const auto deadline = after(Clock::now(), timeout_s);
     for (;;) {
       const auto newline = buffer_.find('\n', taken_);
       if (newline != std::string::npos) {
@@ -406,15 +412,27 @@ class Worker {
         stop();
         return ended(Outcome::interrupted, "interrupted", "");
       }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      auto due = deadline;
+      double limit_s = timeout_s;
+      if (const auto in_flight = clock ? staging_.case_in_flight() : std::nullopt) {
+        const double own_limit_s = clock->limit_s(in_flight->size);
+        if (after(in_flight->started, own_limit_s) < due) {
+          due = after(in_flight->started, own_limit_s);
+          limit_s = own_limit_s;
+        }
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(due - Clock::now()).count();
       if (left <= 0) {
         stop();
         take_staged_answers();  // the answers before the case that hung
         casualty_ = ended(Outcome::timed_out, "timeout", tail_of_file(stderr_path_));
-        casualty_->limit_s = timeout_s;
+        casualty_->limit_s = limit_s;
         continue;
       }
-      wait_for_answers(static_cast<int>(std::min<long long>(left, static_cast<long long>(kLookSeconds * 1000))));
+      // With a clock, a case that starts while we sleep must be looked at before its own
+      // limit passes (the floor at the least): a look every 25 ms costs nothing.
+      const long long look_ms = clock ? 25 : static_cast<long long>(kLookSeconds * 1000);
+      wait_for_answers(static_cast<int>(std::min<long long>(left, look_ms)));
     }
   }
 
@@ -557,7 +575,7 @@ class WorkerRunner final : public CaseRunner {
     while (outcomes.size() < requests.size()) {
       if (replies.empty()) {
         const std::vector<CaseRequest> rest(requests.begin() + static_cast<std::ptrdiff_t>(outcomes.size()), requests.end());
-        replies = send_to_worker({runs_message(op, rest)}, rest.size(), clock.limit_s());
+        replies = send_to_worker({runs_message(op, rest)}, rest.size(), clock.limit_s(), &clock);
       }
       for (const Worker::Reply& reply : replies) {
         if (reply.outcome == Worker::Outcome::interrupted) return outcomes;
@@ -589,7 +607,8 @@ class WorkerRunner final : public CaseRunner {
   void prefetch(const OpHarness& op, const std::vector<CaseRequest>& requests) override {
     if (requests.empty()) return;
     if (prefetched_.size() >= kMostInFlight) receive_prefetched(prefetched_.size() - kMostInFlight + 1);
-    Prefetched batch{&op, requests, cell_timeout(op, requests.front()).limit_s(), requests.size(), {}};
+    CellTimeout& clock = cell_timeout(op, requests.front());
+    Prefetched batch{&op, requests, clock.limit_s(), &clock, requests.size(), {}};
     const std::vector<nlohmann::json> message{runs_message(op, requests)};
     const bool behind = std::any_of(prefetched_.begin(), prefetched_.end(), [](const Prefetched& b) { return b.pending > 0; });
     if (behind) {
@@ -613,7 +632,7 @@ class WorkerRunner final : public CaseRunner {
     // for its size, not the ceiling.
     CellTimeout& clock = cell_timeout(op, request);
     const double limit = clock.hang_confirmed ? clock.limit_s(op.size_of(input)) : clock.ceiling_s();
-    Worker::Reply reply = send_to_worker({message}, 1, limit).front();
+    Worker::Reply reply = send_to_worker({message}, 1, limit, clock.hang_confirmed ? &clock : nullptr).front();
     if (reply.outcome == Worker::Outcome::answered) {
       checked(reply.answer);
       return judgement_from(reply.answer);
@@ -747,9 +766,9 @@ class WorkerRunner final : public CaseRunner {
   // After a worker dies, the spare (warmed up meanwhile) takes over and a new spare starts:
   // kernels that crash often cost a swap, not a LibTorch start, per death.
   std::vector<Worker::Reply> send_to_worker(const std::vector<nlohmann::json>& messages, std::size_t answers,
-                                           double timeout_s) {
+                                           double timeout_s, const CellTimeout* clock = nullptr) {
     receive_prefetched(prefetched_.size());  // their answers come first on the pipe
-    std::vector<Worker::Reply> replies = workers_[0]->requests(messages, answers, timeout_s);
+    std::vector<Worker::Reply> replies = workers_[0]->requests(messages, answers, timeout_s, clock);
     after_casualty(replies.back().outcome);
     return replies;
   }
@@ -768,7 +787,7 @@ class WorkerRunner final : public CaseRunner {
     for (std::size_t i = 0; i < count && i < prefetched_.size(); ++i) {
       Prefetched& batch = prefetched_[i];
       if (batch.pending == 0) continue;
-      batch.replies = workers_[0]->collect(batch.pending, batch.timeout_s);
+      batch.replies = workers_[0]->collect(batch.pending, batch.timeout_s, batch.clock);
       batch.pending = 0;
       const Worker::Outcome outcome = batch.replies.back().outcome;
       if (outcome == Worker::Outcome::died || outcome == Worker::Outcome::timed_out) {
@@ -804,6 +823,7 @@ class WorkerRunner final : public CaseRunner {
     const OpHarness* op;
     std::vector<CaseRequest> requests;
     double timeout_s;
+    const CellTimeout* clock;
     std::size_t pending;
     std::vector<Worker::Reply> replies;
   };
@@ -910,6 +930,14 @@ int serve_worker(const Registry& registry, int doorbell_fd, int staging_fd) {
   // Each answer is staged (or sent) before the next case starts: the campaign tells a case
   // that killed its worker by the answers that came before it (fuzz/answer_staging.h).
   AnswerStaging staging = AnswerStaging::attach(staging_fd);
+  // The case in flight and its size, for the campaign to time it by (AnswerStaging).
+  listen_to_case_sizes([](void* context, std::size_t size) { static_cast<AnswerStaging*>(context)->case_sized(size); },
+                       &staging);
+  struct CaseInFlight {
+    AnswerStaging& staging;
+    explicit CaseInFlight(AnswerStaging& s) : staging(s) { staging.case_started(AnswerStaging::Clock::now()); }
+    ~CaseInFlight() { staging.case_ended(); }
+  };
   auto send_staged = [&] {
     write_answers(staging.staged());
     staging.sent_staged(AnswerStaging::Clock::now());
@@ -941,7 +969,10 @@ int serve_worker(const Registry& registry, int doorbell_fd, int staging_fd) {
       return;
     }
     if (!request.is_object() || request.value("cmd", "") != "runs") {
-      reply_with([&] { return answer(registry, request); });
+      reply_with([&] {
+        CaseInFlight in_flight(staging);
+        return answer(registry, request);
+      });
       return;
     }
     // A batch of one cell's cases: the cell read once, each case answered as it ends (a
@@ -967,6 +998,7 @@ int serve_worker(const Registry& registry, int doorbell_fd, int staging_fd) {
         CaseRequest r = cell.request;
         r.case_seed = std::stoull(one.at(0).get_ref<const std::string&>());
         r.generator_size = one.at(1).get<int>();
+        CaseInFlight in_flight(staging);
         answer_line = run_answer_line(cell.op->run_case(r));
       } catch (const std::exception& e) {
         send({{"error", e.what()}});

@@ -35,6 +35,22 @@ struct ZygoteMessage {
   std::int32_t status;  // exited: the wait status
 };
 
+// A fork request: one byte, the new worker's descriptors beside it (SCM_RIGHTS).
+struct DescriptorMessage {
+  char byte = 'f';
+  iovec data{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMostDescriptors)] = {};
+  msghdr header{};
+  DescriptorMessage() {
+    header.msg_iov = &data;
+    header.msg_iovlen = 1;
+    header.msg_control = control;
+    header.msg_controllen = sizeof control;
+  }
+  DescriptorMessage(const DescriptorMessage&) = delete;
+  DescriptorMessage& operator=(const DescriptorMessage&) = delete;
+};
+
 bool send_message(int socket, const ZygoteMessage& message) {
   return ::send(socket, &message, sizeof message, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof message);
 }
@@ -112,13 +128,8 @@ void Zygote::read_messages(double timeout_s, Done done) {
 
 pid_t Zygote::fork_worker(const std::vector<int>& descriptors) {
   if (socket_ < 0 || descriptors.empty() || descriptors.size() > kMostDescriptors) return -1;
-  char byte = 'f';
-  iovec data{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMostDescriptors)] = {};
-  msghdr message{};
-  message.msg_iov = &data;
-  message.msg_iovlen = 1;
-  message.msg_control = control;
+  DescriptorMessage request;
+  msghdr& message = request.header;
   message.msg_controllen = CMSG_SPACE(sizeof(int) * descriptors.size());
   cmsghdr* header = CMSG_FIRSTHDR(&message);
   header->cmsg_level = SOL_SOCKET;
@@ -174,14 +185,8 @@ int serve_zygote(const Registry& registry, int control_fd) {
     }
     if (fds[1].revents) reap();
     if (!fds[0].revents) continue;
-    char byte;
-    iovec data{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMostDescriptors)] = {};
-    msghdr message{};
-    message.msg_iov = &data;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof control;
+    DescriptorMessage request;
+    msghdr& message = request.header;
     const ssize_t n = ::recvmsg(control_fd, &message, MSG_CMSG_CLOEXEC);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return 0;  // the campaign is gone

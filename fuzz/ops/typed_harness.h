@@ -157,6 +157,7 @@ class TypedOpHarness final : public OpHarness {
     auto start = Clock::now();
     Problem problem = generated(request);
     times.generation_s = seconds_since(start);
+    announce_case_size(def_.size(problem));
     start = Clock::now();
     CaseOutcome outcome;
     outcome.judgement = def_.judge(problem, find_target(request.target), request.dtype, request.device);
@@ -297,7 +298,9 @@ class TypedOpHarness final : public OpHarness {
 
   compare::Judgement judge_json(const nlohmann::json& input, const std::string& target, DType dtype,
                                 Device device) const override {
-    return def_.judge(def_.from_json(input), find_target(target), dtype, device);
+    const Problem problem = def_.from_json(input);
+    announce_case_size(def_.size(problem));
+    return def_.judge(problem, find_target(target), dtype, device);
   }
 
   std::size_t size_of(const nlohmann::json& input) const override { return def_.size(def_.from_json(input)); }

@@ -132,6 +132,33 @@ void expect_same_numbers(const CaseOutcome& read, const CaseOutcome& written) {
   EXPECT_EQ(bits(read.times.judge_s), bits(written.times.judge_s));
 }
 
+// The case in flight, as the campaign times it: it appears once its size is known, names the
+// answer it will be (after every answer staged or sent), and is gone when the case ends.
+TEST(AnswerStaging, TheCaseInFlightIsSeenWithItsStartSizeAndAnswerNumber) {
+  Region region;
+  EXPECT_FALSE(region.campaign.case_in_flight());
+  ASSERT_TRUE(region.worker.stage("0\n"));
+  region.worker.sent_staged(Clock::now());
+  ASSERT_TRUE(region.worker.stage("1\n"));
+  const Clock::time_point start = Clock::now();
+  region.worker.case_started(start);
+  EXPECT_FALSE(region.campaign.case_in_flight()) << "its size is not known while it is generated";
+  region.worker.case_sized(30000);
+  const auto in_flight = region.campaign.case_in_flight();
+  ASSERT_TRUE(in_flight);
+  EXPECT_EQ(in_flight->answer_number, 2u) << "one answer sent, one staged: this case's is the third";
+  EXPECT_EQ(in_flight->size, 30000u);
+  EXPECT_EQ(in_flight->started, start);
+  region.worker.case_ended();
+  EXPECT_FALSE(region.campaign.case_in_flight());
+  region.worker.case_started(Clock::now());
+  region.worker.case_sized(0);
+  ASSERT_TRUE(region.campaign.case_in_flight());
+  EXPECT_EQ(region.campaign.case_in_flight()->size, 0u) << "an empty case is a size, not an unknown one";
+  region.campaign.reset();
+  EXPECT_FALSE(region.campaign.case_in_flight()) << "a new worker has no case in flight";
+}
+
 TEST(RunAnswers, APassingCaseIsAShortLineThatReadsBackBitForBit) {
   // Reports and --seed replays compare errors exactly: no digit may be lost on the way.
   for (const double error : {0.1, 1.0 / 3.0, 0.0, -1.0, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308,
