@@ -749,6 +749,23 @@ TEST_F(Cli, CorrectTargetsAreNeverCalledHungOnALoadedMachine) {
     }
 }
 
+// The largest NMS cases there are (case 100 has the largest generator size: sets up to
+// 30,000 boxes, about a second each) beside a CPU hog:
+// their limits come from the cost model, pairs of boxes, so none is called hung.
+TEST_F(Cli, ThirtyThousandBoxNmsOnALoadedMachineIsNeverCalledHung) {
+  pid_t hog = spawn_process({"/bin/sh", "-c", "while :; do :; done"});
+  ASSERT_GT(hog, 0);
+  Result r = detfuzz("run --ops nms --targets torchvision --dtypes fp32 --cases 101 --max-boxes 30000 --jobs 2 "
+                     "--progress none --report " + dir());
+  ::kill(hog, SIGKILL);
+  ::waitpid(hog, nullptr, 0);
+  ASSERT_TRUE(r.status == 0 || r.status == 1) << r.output;
+  nlohmann::json json = report();
+  for (const auto& f : json["findings"]) EXPECT_NE(f["kind"], "hang") << f.dump(1).substr(0, 2000);
+  ASSERT_EQ(json["cells"].size(), 1u);
+  EXPECT_EQ(json["cells"][0]["cases"], 101);
+}
+
 TEST(Duration, ParsesUnitsAndRejectsTheRest) {
   EXPECT_EQ(detfuzz::cli::parse_duration("90", "--budget"), 90);
   EXPECT_EQ(detfuzz::cli::parse_duration("90s", "--budget"), 90);
