@@ -18,31 +18,30 @@ std::vector<Target<Problem>> appended(std::vector<Target<Problem>> targets, std:
 
 // Then the user's own (--bind), fuzzed by default like the library's.
 template <class Problem>
-std::vector<Target<Problem>> with_bound(const KernelConfig& config, const std::string& family,
-                                        std::vector<Target<Problem>> targets) {
-  return appended(std::move(targets), bound_targets<Problem>(config, family));
+std::vector<Target<Problem>> with_bound(const KernelConfig& config, OpId family, std::vector<Target<Problem>> targets) {
+  return appended(std::move(targets), bound_targets<Problem>(config, op_name(family)));
 }
 
 }  // namespace
 
 std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config) {
-  return with_bound(config, "nms", appended(appended({torchvision_nms_target(config), native_nms_target()}, native_fma_nms_targets()), nms_mutants()));
+  return with_bound(config, OpId::nms, appended(appended({torchvision_nms_target(config), native_nms_target()}, native_fma_nms_targets()), nms_mutants()));
 }
 
 std::vector<Target<BatchedNmsProblem>> batched_nms_targets(const KernelConfig& config) {
-  return with_bound(config, "batched_nms", appended(aten_batched_nms_targets(config), batched_nms_mutants(config)));
+  return with_bound(config, OpId::batched_nms, appended(aten_batched_nms_targets(config), batched_nms_mutants(config)));
 }
 
 std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig& config) {
-  return with_bound(config, "box_iou", appended(appended({aten_box_iou_target(), native_box_iou_target()}, native_fma_box_iou_targets()), box_iou_mutants()));
+  return with_bound(config, OpId::box_iou, appended(appended({aten_box_iou_target(), native_box_iou_target()}, native_fma_box_iou_targets()), box_iou_mutants()));
 }
 
 std::vector<Target<BoxAreaProblem>> box_area_targets(const KernelConfig& config) {
-  return with_bound<BoxAreaProblem>(config, "box_area", {aten_box_area_target()});
+  return with_bound<BoxAreaProblem>(config, OpId::box_area, {aten_box_area_target()});
 }
 
 std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig& config) {
-  return with_bound(config, "box_coder", appended({aten_box_coder_target()}, box_coder_mutants()));
+  return with_bound(config, OpId::box_coder, appended({aten_box_coder_target()}, box_coder_mutants()));
 }
 
 std::vector<Target<RegressionLossProblem>> regression_loss_targets(const KernelConfig&) {
@@ -59,19 +58,19 @@ std::vector<Target<MatcherProblem>> matcher_targets(const KernelConfig&) {
 }
 
 std::vector<Target<BoxIouProblem>> generalized_box_iou_targets(const KernelConfig& config) {
-  return with_bound<BoxIouProblem>(config, "generalized_box_iou", {torchvision_generalized_box_iou_target()});
+  return with_bound<BoxIouProblem>(config, OpId::generalized_box_iou, {torchvision_generalized_box_iou_target()});
 }
 
 std::vector<Target<GiouLossProblem>> giou_loss_targets(const KernelConfig& config) {
-  return with_bound(config, "giou_loss", appended({torchvision_giou_loss_target()}, giou_loss_mutants()));
+  return with_bound(config, OpId::giou_loss, appended({torchvision_giou_loss_target()}, giou_loss_mutants()));
 }
 
 std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config) {
-  return with_bound(config, "roi_align", appended(appended({torchvision_roi_align_target(config), native_roi_align_target()}, native_fma_roi_align_targets()), roi_align_mutants(config)));
+  return with_bound(config, OpId::roi_align, appended(appended({torchvision_roi_align_target(config), native_roi_align_target()}, native_fma_roi_align_targets()), roi_align_mutants(config)));
 }
 
 std::vector<Target<RoiPoolProblem>> roi_pool_targets(const KernelConfig& config) {
-  return with_bound(config, "roi_pool", appended(appended({torchvision_roi_pool_target(config), native_roi_pool_target()}, native_fma_roi_pool_targets()), roi_pool_mutants(config)));
+  return with_bound(config, OpId::roi_pool, appended(appended({torchvision_roi_pool_target(config), native_roi_pool_target()}, native_fma_roi_pool_targets()), roi_pool_mutants(config)));
 }
 
 std::vector<std::pair<std::string, std::string>> environment(const KernelConfig& config) {

@@ -10,6 +10,7 @@
 
 #include "model/dtype.h"
 #include "model/problems.h"
+#include "model/op_table.h"
 
 namespace detfuzz::kernels {
 
@@ -94,18 +95,12 @@ struct LibraryStatus {
 // be loaded twice); later calls return the first outcome. Never throws.
 const LibraryStatus& load_torchvision(const KernelConfig& config);
 
-std::vector<Target<NmsProblem>> nms_targets(const KernelConfig& config);
-std::vector<Target<BatchedNmsProblem>> batched_nms_targets(const KernelConfig& config);
-std::vector<Target<BoxIouProblem>> box_iou_targets(const KernelConfig& config);
-std::vector<Target<BoxAreaProblem>> box_area_targets(const KernelConfig& config);
-std::vector<Target<BoxCoderProblem>> box_coder_targets(const KernelConfig& config);
-std::vector<Target<RegressionLossProblem>> regression_loss_targets(const KernelConfig& config);
-std::vector<Target<FastRcnnLossProblem>> fast_rcnn_loss_targets(const KernelConfig& config);
-std::vector<Target<MatcherProblem>> matcher_targets(const KernelConfig& config);
-std::vector<Target<BoxIouProblem>> generalized_box_iou_targets(const KernelConfig& config);
-std::vector<Target<GiouLossProblem>> giou_loss_targets(const KernelConfig& config);
-std::vector<Target<RoiAlignProblem>> roi_align_targets(const KernelConfig& config);
-std::vector<Target<RoiPoolProblem>> roi_pool_targets(const KernelConfig& config);
+// Each op family's targets (model/op_table.h): the library's first, then detfuzz's own, then
+// the planted ones, then the user's --bind.
+#define DETFUZZ_DECLARE_TARGETS(name, Problem, bind_contract) \
+  std::vector<Target<Problem>> name##_targets(const KernelConfig& config);
+DETFUZZ_OP_TABLE(DETFUZZ_DECLARE_TARGETS)
+#undef DETFUZZ_DECLARE_TARGETS
 
 // Targets that measure the fuzzer (kernels/mutants/catalog.h): "mutant:<name>" (one planted
 // deviation each) and "twin:<op>" (their correct twins where no library target is one).

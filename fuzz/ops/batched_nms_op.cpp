@@ -197,7 +197,7 @@ std::vector<BatchedNmsProblem> smaller(const BatchedNmsProblem& p, DType dtype) 
 
 std::unique_ptr<OpHarness> make_batched_nms_harness(std::vector<BatchedTarget> targets) {
   OpDefinition<BatchedNmsProblem> definition;
-  definition.name = "batched_nms";
+  definition.name = op_name(OpId::batched_nms);
   definition.description =
       "class-aware NMS (torchvision ops.batched_nms and mmcv batched_nms contracts): no suppression across "
       "classes, kept boxes by decreasing score";

@@ -87,7 +87,7 @@ std::vector<BoxCoderProblem> smaller(const BoxCoderProblem& p, DType dtype) {
 
 std::unique_ptr<OpHarness> make_box_coder_harness(std::vector<BoxCoderTarget> targets) {
   OpDefinition<BoxCoderProblem> definition;
-  definition.name = "box_coder";
+  definition.name = op_name(OpId::box_coder);
   definition.description =
       "Faster R-CNN box encode/decode (torchvision BoxCoder: weights, dw/dh clamped at log(1000/16))";
   definition.targets = std::move(targets);

@@ -134,7 +134,7 @@ compare::Judgement judge_area(const BoxAreaProblem& p, const kernels::Target<Box
 
 std::unique_ptr<OpHarness> make_box_area_harness(std::vector<kernels::Target<BoxAreaProblem>> targets) {
   OpDefinition<BoxAreaProblem> definition;
-  definition.name = "box_area";
+  definition.name = op_name(OpId::box_area);
   definition.description = "areas of a box set (torchvision.ops.box_area contract, fp32 for fp16/bf16)";
   definition.targets = std::move(targets);
   definition.generator = gen::box_area_problem;
@@ -167,7 +167,7 @@ std::unique_ptr<OpHarness> make_box_area_harness(std::vector<kernels::Target<Box
 
 std::unique_ptr<OpHarness> make_box_iou_harness(std::vector<BoxIouTarget> targets) {
   OpDefinition<BoxIouProblem> definition;
-  definition.name = "box_iou";
+  definition.name = op_name(OpId::box_iou);
   definition.description = "pairwise IoU matrix of two box sets (torchvision.ops.box_iou contract)";
   definition.targets = std::move(targets);
   definition.generator = gen::box_iou_problem;

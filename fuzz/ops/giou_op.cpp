@@ -95,7 +95,7 @@ std::vector<GiouLossProblem> loss_smaller(const GiouLossProblem& p, DType dtype)
 
 std::unique_ptr<OpHarness> make_generalized_box_iou_harness(std::vector<kernels::Target<BoxIouProblem>> targets) {
   OpDefinition<BoxIouProblem> definition;
-  definition.name = "generalized_box_iou";
+  definition.name = op_name(OpId::generalized_box_iou);
   definition.description = "pairwise generalized IoU (torchvision.ops.generalized_box_iou contract)";
   definition.targets = std::move(targets);
   definition.generator = gen::box_iou_problem;
@@ -125,7 +125,7 @@ std::unique_ptr<OpHarness> make_generalized_box_iou_harness(std::vector<kernels:
 
 std::unique_ptr<OpHarness> make_giou_loss_harness(std::vector<kernels::Target<GiouLossProblem>> targets) {
   OpDefinition<GiouLossProblem> definition;
-  definition.name = "giou_loss";
+  definition.name = op_name(OpId::giou_loss);
   definition.description = "GIoU loss of paired boxes (torchvision.ops.generalized_box_iou_loss, eps = 1e-7)";
   definition.targets = std::move(targets);
   definition.generator = gen::giou_loss_problem;

@@ -147,7 +147,7 @@ std::vector<FastRcnnLossProblem> fast_rcnn_smaller(const FastRcnnLossProblem& p,
 
 std::unique_ptr<OpHarness> make_regression_loss_harness(std::vector<kernels::Target<RegressionLossProblem>> targets) {
   OpDefinition<RegressionLossProblem> definition;
-  definition.name = "regression_loss";
+  definition.name = op_name(OpId::regression_loss);
   definition.description = "smooth L1 (beta, incl. 1/9 and 0) and L1 losses with none / sum / mean reduction";
   definition.targets = std::move(targets);
   definition.generator = gen::regression_loss_problem;
@@ -173,7 +173,7 @@ std::unique_ptr<OpHarness> make_regression_loss_harness(std::vector<kernels::Tar
 
 std::unique_ptr<OpHarness> make_fast_rcnn_loss_harness(std::vector<kernels::Target<FastRcnnLossProblem>> targets) {
   OpDefinition<FastRcnnLossProblem> definition;
-  definition.name = "fast_rcnn_loss";
+  definition.name = op_name(OpId::fast_rcnn_loss);
   definition.description =
       "Fast R-CNN head loss (torchvision roi_heads.fastrcnn_loss): cross-entropy + smooth L1 of the positives / N";
   definition.targets = std::move(targets);

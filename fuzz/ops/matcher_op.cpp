@@ -99,7 +99,7 @@ std::vector<MatcherProblem> smaller(const MatcherProblem& p, DType dtype) {
 
 std::unique_ptr<OpHarness> make_matcher_harness(std::vector<MatcherTarget> targets) {
   OpDefinition<MatcherProblem> definition;
-  definition.name = "matcher";
+  definition.name = op_name(OpId::matcher);
   definition.description =
       "anchor matching (torchvision Matcher: best ground truth per prediction, -1 below low, -2 between, "
       "low-quality matches)";

@@ -97,7 +97,7 @@ compare::Judgement judge(const NmsProblem& problem, const NmsTarget& target, DTy
 
 std::unique_ptr<OpHarness> make_nms_harness(std::vector<NmsTarget> targets) {
   OpDefinition<NmsProblem> definition;
-  definition.name = "nms";
+  definition.name = op_name(OpId::nms);
   definition.description =
       "greedy non-maximum suppression, torchvision semantics (suppress when IoU > threshold)";
   definition.targets = std::move(targets);

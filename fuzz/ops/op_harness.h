@@ -138,18 +138,11 @@ struct Registry {
 // Every op family with its built-in targets.
 Registry default_registry(const kernels::KernelConfig& config);
 
-// Builders used by default_registry, and by tests that plant their own targets.
-std::unique_ptr<OpHarness> make_nms_harness(std::vector<kernels::Target<NmsProblem>> targets);
-std::unique_ptr<OpHarness> make_batched_nms_harness(std::vector<kernels::Target<BatchedNmsProblem>> targets);
-std::unique_ptr<OpHarness> make_box_coder_harness(std::vector<kernels::Target<BoxCoderProblem>> targets);
-std::unique_ptr<OpHarness> make_regression_loss_harness(std::vector<kernels::Target<RegressionLossProblem>> targets);
-std::unique_ptr<OpHarness> make_fast_rcnn_loss_harness(std::vector<kernels::Target<FastRcnnLossProblem>> targets);
-std::unique_ptr<OpHarness> make_matcher_harness(std::vector<kernels::Target<MatcherProblem>> targets);
-std::unique_ptr<OpHarness> make_generalized_box_iou_harness(std::vector<kernels::Target<BoxIouProblem>> targets);
-std::unique_ptr<OpHarness> make_giou_loss_harness(std::vector<kernels::Target<GiouLossProblem>> targets);
-std::unique_ptr<OpHarness> make_box_area_harness(std::vector<kernels::Target<BoxAreaProblem>> targets);
-std::unique_ptr<OpHarness> make_box_iou_harness(std::vector<kernels::Target<BoxIouProblem>> targets);
-std::unique_ptr<OpHarness> make_roi_align_harness(std::vector<kernels::Target<RoiAlignProblem>> targets);
-std::unique_ptr<OpHarness> make_roi_pool_harness(std::vector<kernels::Target<RoiPoolProblem>> targets);
+// Each op family's harness over its targets (model/op_table.h): what default_registry builds,
+// and what tests build over targets of their own.
+#define DETFUZZ_DECLARE_HARNESS(name, Problem, bind_contract) \
+  std::unique_ptr<OpHarness> make_##name##_harness(std::vector<kernels::Target<Problem>> targets);
+DETFUZZ_OP_TABLE(DETFUZZ_DECLARE_HARNESS)
+#undef DETFUZZ_DECLARE_HARNESS
 
 }  // namespace detfuzz::fuzz

@@ -24,18 +24,10 @@ const OpHarness* Registry::find(const std::string& name) const {
 Registry default_registry(const kernels::KernelConfig& config) {
   kernels::check_bindings(config);  // a bad --load/--bind: exit 2 before anything runs
   Registry registry;
-  registry.ops.push_back(make_nms_harness(kernels::nms_targets(config)));
-  registry.ops.push_back(make_batched_nms_harness(kernels::batched_nms_targets(config)));
-  registry.ops.push_back(make_box_iou_harness(kernels::box_iou_targets(config)));
-  registry.ops.push_back(make_box_area_harness(kernels::box_area_targets(config)));
-  registry.ops.push_back(make_generalized_box_iou_harness(kernels::generalized_box_iou_targets(config)));
-  registry.ops.push_back(make_giou_loss_harness(kernels::giou_loss_targets(config)));
-  registry.ops.push_back(make_box_coder_harness(kernels::box_coder_targets(config)));
-  registry.ops.push_back(make_regression_loss_harness(kernels::regression_loss_targets(config)));
-  registry.ops.push_back(make_fast_rcnn_loss_harness(kernels::fast_rcnn_loss_targets(config)));
-  registry.ops.push_back(make_matcher_harness(kernels::matcher_targets(config)));
-  registry.ops.push_back(make_roi_align_harness(kernels::roi_align_targets(config)));
-  registry.ops.push_back(make_roi_pool_harness(kernels::roi_pool_targets(config)));
+#define DETFUZZ_ADD_HARNESS(name, Problem, bind_contract) \
+  registry.ops.push_back(make_##name##_harness(kernels::name##_targets(config)));
+  DETFUZZ_OP_TABLE(DETFUZZ_ADD_HARNESS)
+#undef DETFUZZ_ADD_HARNESS
   return registry;
 }
 

@@ -109,7 +109,7 @@ compare::Judgement judge(const RoiAlignProblem& problem, const RoiAlignTarget& t
 
 std::unique_ptr<OpHarness> make_roi_align_harness(std::vector<RoiAlignTarget> targets) {
   OpDefinition<RoiAlignProblem> d;
-  d.name = "roi_align";
+  d.name = op_name(OpId::roi_align);
   d.description = "RoIAlign forward, torchvision semantics (bilinear samples averaged per bin)";
   d.targets = std::move(targets);
   d.generator = gen::roi_align_problem;

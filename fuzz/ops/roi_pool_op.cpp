@@ -62,7 +62,7 @@ compare::Judgement judge(const RoiPoolProblem& problem, const RoiPoolTarget& tar
 
 std::unique_ptr<OpHarness> make_roi_pool_harness(std::vector<RoiPoolTarget> targets) {
   OpDefinition<RoiPoolProblem> d;
-  d.name = "roi_pool";
+  d.name = op_name(OpId::roi_pool);
   d.description = "RoIPool forward, torchvision semantics (max over quantized bins, with argmax)";
   d.targets = std::move(targets);
   d.generator = gen::roi_pool_problem;

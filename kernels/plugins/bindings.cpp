@@ -27,41 +27,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The contracts: the argument and return types a bound op must have, in the order detfuzz
-// passes them. nms, roi_align and roi_pool are torchvision's C++ ops' schemas; the others
-// are torchvision 0.14.1's Python signatures (ops/boxes.py, ops/giou_loss.py), so that
-// torch.jit.script(torchvision.ops.X) binds as it is; box_coder wraps
-// models/detection/_utils.py BoxCoder (encode_single / decode_single) in one call.
-struct Contract {
-  const char* family;
-  const char* schema;
-};
-
-constexpr Contract kContracts[] = {
-    {"nms", "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"},
-    {"batched_nms", "batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> Tensor"},
-    {"box_iou", "box_iou(Tensor boxes1, Tensor boxes2) -> Tensor"},
-    {"box_area", "box_area(Tensor boxes) -> Tensor"},
-    {"generalized_box_iou", "generalized_box_iou(Tensor boxes1, Tensor boxes2) -> Tensor"},
-    {"giou_loss", "generalized_box_iou_loss(Tensor boxes1, Tensor boxes2, str reduction, float eps) -> Tensor"},
-    {"box_coder", "box_coder(str mode, Tensor boxes, Tensor other, float[] weights, float clip) -> Tensor"},
-    {"roi_align",
-     "roi_align(Tensor input, Tensor rois, float spatial_scale, int pooled_height, int pooled_width, "
-     "int sampling_ratio, bool aligned) -> Tensor"},
-    {"roi_pool",
-     "roi_pool(Tensor input, Tensor rois, float spatial_scale, int pooled_height, int pooled_width) "
-     "-> (Tensor, Tensor)"},
-};
-
-const Contract* find_contract(const std::string& family) {
-  for (const Contract& contract : kContracts)
-    if (family == contract.family) return &contract;
-  return nullptr;
+// The contract a bound op of `family` must have (model/op_table.h); nullptr for a family
+// that takes no bindings.
+const char* find_contract(const std::string& family) {
+  const OpRow* row = find_op_row(family);
+  return row ? row->bind_contract : nullptr;
 }
 
 std::string family_list() {
   std::string list;
-  for (const Contract& contract : kContracts) list += (list.empty() ? "" : ", ") + std::string(contract.family);
+  for (const OpRow& row : kOpRows)
+    if (row.bind_contract) list += (list.empty() ? "" : ", ") + std::string(row.name);
   return list;
 }
 
@@ -212,7 +188,7 @@ std::shared_ptr<const Callee> resolve(const Binding& binding) {
   const std::string where = "--bind " + binding.family + "=" +
                             (binding.script.empty() ? binding.op : "script:" + binding.script +
                                                                         (binding.method == "forward" ? "" : ":" + binding.method));
-  const Contract* contract = find_contract(binding.family);
+  const char* contract = find_contract(binding.family);
   if (!contract)
     throw Error(ErrorKind::usage, where + ": '" + binding.family + "' is not an op family that takes bindings; use one of " +
                                       family_list() + " (`detfuzz list` shows each contract)");
@@ -247,10 +223,10 @@ std::shared_ptr<const Callee> resolve(const Binding& binding) {
     }
     callee = std::make_shared<ScriptCallee>(std::move(module), binding.method);
   }
-  const c10::FunctionSchema expected = torch::jit::parseSchema(contract->schema);
+  const c10::FunctionSchema expected = torch::jit::parseSchema(contract);
   if (auto mismatch = schema_mismatch(expected, callee->schema()))
     throw Error(ErrorKind::usage, where + ": the schema does not match the " + binding.family + " contract:\n" +
-                                      *mismatch + "  contract: " + contract->schema +
+                                      *mismatch + "  contract: " + std::string(contract) +
                                       "\n  bound op: " + schema_text(callee->schema()) +
                                       "\n  write the op with the contract's argument and return types (names may differ)");
   cache.emplace(name, callee);
@@ -380,7 +356,8 @@ void check_bindings(const KernelConfig& config) {
 
 std::vector<std::pair<std::string, std::string>> binding_contracts() {
   std::vector<std::pair<std::string, std::string>> contracts;
-  for (const Contract& contract : kContracts) contracts.emplace_back(contract.family, contract.schema);
+  for (const OpRow& row : kOpRows)
+    if (row.bind_contract) contracts.emplace_back(row.name, row.bind_contract);
   return contracts;
 }
 

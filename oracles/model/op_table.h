@@ -1,0 +1,81 @@
+// The one list of op families. Every layer expands what it needs from it, so that a new op
+// is a row here plus the op's own files, and a forgotten piece is an error, not a gap:
+//
+//   DETFUZZ_OP(name, Problem, bind_contract)
+//
+//   name           what the CLI, reports and case files call the op, and the stem of the
+//                  functions each layer must define (a missing one fails to link):
+//                    kernels:  std::vector<kernels::Target<Problem>> kernels::name_targets(const KernelConfig&)
+//                    fuzz:     std::unique_ptr<OpHarness> fuzz::make_name_harness(std::vector<kernels::Target<Problem>>)
+//                  and the harness must call itself op_name(OpId::name) (a test checks it).
+//   Problem        the op's input (model/problems.h): what the generator makes, the oracle
+//                  reads, the kernels take and the corpus serializes.
+//   bind_contract  the schema an op bound with --bind must have, in detfuzz's argument
+//                  order, or nullptr when the family takes no bindings. nms, roi_align and
+//                  roi_pool are torchvision's C++ ops' schemas; the others torchvision
+//                  0.14.1's Python signatures (ops/boxes.py, ops/giou_loss.py), so that
+//                  torch.jit.script(torchvision.ops.X) binds as it is; box_coder wraps
+//                  models/detection/_utils.py BoxCoder (encode_single / decode_single).
+//
+// The order of the rows is the order of `detfuzz list`, of a campaign's cells and reports.
+#pragma once
+
+#include <cstddef>
+#include <iterator>
+#include <string_view>
+
+#define DETFUZZ_OP_TABLE(DETFUZZ_OP)                                                                                \
+  DETFUZZ_OP(nms, NmsProblem, "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")                   \
+  DETFUZZ_OP(batched_nms, BatchedNmsProblem,                                                                      \
+             "batched_nms(Tensor boxes, Tensor scores, Tensor idxs, float iou_threshold) -> Tensor")              \
+  DETFUZZ_OP(box_iou, BoxIouProblem, "box_iou(Tensor boxes1, Tensor boxes2) -> Tensor")                           \
+  DETFUZZ_OP(box_area, BoxAreaProblem, "box_area(Tensor boxes) -> Tensor")                                        \
+  DETFUZZ_OP(generalized_box_iou, BoxIouProblem, "generalized_box_iou(Tensor boxes1, Tensor boxes2) -> Tensor")  \
+  DETFUZZ_OP(giou_loss, GiouLossProblem,                                                                          \
+             "generalized_box_iou_loss(Tensor boxes1, Tensor boxes2, str reduction, float eps) -> Tensor")        \
+  DETFUZZ_OP(box_coder, BoxCoderProblem,                                                                          \
+             "box_coder(str mode, Tensor boxes, Tensor other, float[] weights, float clip) -> Tensor")            \
+  DETFUZZ_OP(regression_loss, RegressionLossProblem, nullptr)                                                     \
+  DETFUZZ_OP(fast_rcnn_loss, FastRcnnLossProblem, nullptr)                                                        \
+  DETFUZZ_OP(matcher, MatcherProblem, nullptr)                                                                    \
+  DETFUZZ_OP(roi_align, RoiAlignProblem,                                                                          \
+             "roi_align(Tensor input, Tensor rois, float spatial_scale, int pooled_height, int pooled_width, "    \
+             "int sampling_ratio, bool aligned) -> Tensor")                                                       \
+  DETFUZZ_OP(roi_pool, RoiPoolProblem,                                                                            \
+             "roi_pool(Tensor input, Tensor rois, float spatial_scale, int pooled_height, int pooled_width) "     \
+             "-> (Tensor, Tensor)")
+
+namespace detfuzz {
+
+// An op family, for code that names one: OpId::roi_pool is checked by the compiler where
+// the string "roi_pool" is not.
+enum class OpId {
+#define DETFUZZ_OP_ID(name, Problem, bind_contract) name,
+  DETFUZZ_OP_TABLE(DETFUZZ_OP_ID)
+#undef DETFUZZ_OP_ID
+};
+
+struct OpRow {
+  OpId id;
+  const char* name;
+  const char* bind_contract;  // nullptr: no --bind
+};
+
+inline constexpr OpRow kOpRows[] = {
+#define DETFUZZ_OP_ROW(name, Problem, bind_contract) {OpId::name, #name, bind_contract},
+    DETFUZZ_OP_TABLE(DETFUZZ_OP_ROW)
+#undef DETFUZZ_OP_ROW
+};
+
+inline constexpr std::size_t kOpCount = std::size(kOpRows);
+
+constexpr const char* op_name(OpId id) { return kOpRows[static_cast<std::size_t>(id)].name; }
+
+// The row of an op named `name`; nullptr for a name that is no op.
+inline const OpRow* find_op_row(std::string_view name) {
+  for (const OpRow& row : kOpRows)
+    if (name == row.name) return &row;
+  return nullptr;
+}
+
+}  // namespace detfuzz
