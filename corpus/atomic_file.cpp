@@ -9,16 +9,17 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <stdexcept>
 #include <utility>
+
+#include "model/error.h"
 
 namespace detfuzz::corpus {
 
 namespace {
 
 [[noreturn]] void cannot_write(const std::string& path, int error) {
-  throw std::runtime_error("cannot write " + path + ": " + std::strerror(error) +
-                           " (check that the directory exists and is writable)");
+  throw Error(ErrorKind::usage, "cannot write " + path + ": " + std::strerror(error) +
+                                    " (check that the directory exists and is writable, or give --report/--corpus another one)");
 }
 
 }  // namespace
@@ -38,7 +39,7 @@ void write_file_atomically(const std::string& path, const std::string& contents,
   if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
     const int error = errno;
     std::remove(temporary.c_str());
-    throw std::runtime_error("cannot write " + path + ": " + std::strerror(error));
+    cannot_write(path, error);
   }
 }
 
@@ -94,7 +95,9 @@ void ScratchFile::replace(const std::string& contents) {
 void ensure_directory(const std::string& dir) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
-  if (error) throw std::runtime_error("cannot create directory " + dir + ": " + error.message());
+  if (error)
+    throw Error(ErrorKind::usage, "cannot create directory " + dir + ": " + error.message() +
+                                      " (give --report/--corpus a directory that can be created)");
 }
 
 }  // namespace detfuzz::corpus

@@ -17,7 +17,7 @@ enum class WriteMode {
   scratch,
 };
 
-// std::runtime_error naming the path and the system's reason on failure.
+// detfuzz::Error{usage} naming the path and the system's reason on failure.
 void write_file_atomically(const std::string& path, const std::string& contents, WriteMode mode = WriteMode::durable);
 
 // A file rewritten whole many times a second (a worker's write-ahead, once per batch and
@@ -36,7 +36,7 @@ class ScratchFile {
   ScratchFile(const ScratchFile&) = delete;
   ScratchFile& operator=(const ScratchFile&) = delete;
 
-  // std::runtime_error naming the path and the system's reason on failure.
+  // detfuzz::Error{usage} naming the path and the system's reason on failure.
   void replace(const std::string& contents);
 
  private:
@@ -47,7 +47,7 @@ class ScratchFile {
   int current_ = -1, companion_ = -1;  // the files named path_ and companion_path_
 };
 
-// Creates `dir` and its parents if needed; std::runtime_error naming it otherwise.
+// Creates `dir` and its parents if needed; detfuzz::Error{usage} naming it otherwise.
 void ensure_directory(const std::string& dir);
 
 }  // namespace detfuzz::corpus

@@ -114,10 +114,10 @@ reports::Report assemble(const std::vector<CellState>& cells, const reports::Rep
     summary.normalized_error_percentiles = percentiles(cell.case_errors);
     summary.error_histogram = reports::error_histogram(cell.case_errors);
     summary.error_vs_magnitude = cell.error_vs_magnitude;
-    if (summary.status != "unsupported") {
+    if (summary.status != reports::CellStatus::unsupported) {
       bool failed = false;
       for (const auto& finding : cell.findings) failed = failed || finding.fails;
-      summary.status = failed ? "failed" : "ok";
+      summary.status = failed ? reports::CellStatus::failed : reports::CellStatus::ok;
     }
     report.cells.push_back(summary);
     report.findings.insert(report.findings.end(), cell.findings.begin(), cell.findings.end());
@@ -230,7 +230,7 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
     if (!availability.available) unsupported = availability.reason;
     else unsupported = lanes.front()->unsupported_reason(*plan.op, plan.target, plan.dtype, plan.device);
     if (unsupported) {
-      cell.summary.status = "unsupported";
+      cell.summary.status = reports::CellStatus::unsupported;
       cell.summary.reason = *unsupported;
       cell.done = true;
       progress.event(fmt::format("{}: unsupported ({})", plan.label(), *unsupported));

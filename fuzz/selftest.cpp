@@ -36,7 +36,7 @@ CampaignOptions campaign_for(const SelftestOptions& options, const std::string& 
 std::vector<std::string> unsupported_cells(const reports::Report& report) {
   std::vector<std::string> cells;
   for (const auto& cell : report.cells)
-    if (cell.status == "unsupported") cells.push_back(fmt::format("{}: {}", cell.dtype, cell.reason));
+    if (cell.status == reports::CellStatus::unsupported) cells.push_back(fmt::format("{}: {}", cell.dtype, cell.reason));
   return cells;
 }
 

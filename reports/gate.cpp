@@ -86,11 +86,11 @@ GateResult gate(const Report& baseline, const Report& candidate, const GateOptio
     seen.insert(id);
     auto it = before.find(id);
     if (it == before.end()) {
-      add({id, "new cell", "-", c.status, false, false, false});
+      add({id, "new cell", "-", to_string(c.status), false, false, false});
       continue;
     }
     const CellSummary& b = *it->second;
-    const bool was_supported = b.status != "unsupported", is_supported = c.status != "unsupported";
+    const bool was_supported = b.status != CellStatus::unsupported, is_supported = c.status != CellStatus::unsupported;
     if (was_supported && !is_supported) {
       add({id, "unsupported", "supported", "unsupported: " + c.reason, true, policy.fail_on_unsupported, false});
       continue;
@@ -109,7 +109,7 @@ GateResult gate(const Report& baseline, const Report& candidate, const GateOptio
     }
   }
   for (const auto& [id, cell] : before)
-    if (!seen.count(id)) add({id, "cell missing", cell->status, "-", true, policy.fail_on_unsupported, false});
+    if (!seen.count(id)) add({id, "cell missing", to_string(cell->status), "-", true, policy.fail_on_unsupported, false});
 
   // Findings, matched by signature with the baseline's targets renamed.
   auto signature = [&](const FindingRecord& f, const std::string& target) {

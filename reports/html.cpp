@@ -333,8 +333,8 @@ std::string html_report(const Report& report) {
     html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
                         "<td class=\"num\">{}</td><td class=\"{}\">{}</td></tr>\n",
                         markup_escaped(c.op), markup_escaped(c.target), c.dtype, c.device, c.cases,
-                        c.max_normalized_error < 0 ? "-" : number(c.max_normalized_error), c.findings, c.status,
-                        markup_escaped(c.status == "unsupported" ? "unsupported: " + c.reason : c.status));
+                        c.max_normalized_error < 0 ? "-" : number(c.max_normalized_error), c.findings, to_string(c.status),
+                        markup_escaped(c.status == CellStatus::unsupported ? "unsupported: " + c.reason : to_string(c.status)));
   html += "</table>\n";
 
   html += "<h2>Error distributions</h2>\n";

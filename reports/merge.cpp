@@ -118,7 +118,7 @@ Report merge_reports(const std::vector<Report>& reports) {
       }
       for (const auto& point : c.error_vs_magnitude)
         if (into.error_vs_magnitude.size() < kMaxMagnitudePoints) into.error_vs_magnitude.push_back(point);
-      if (c.status == "unsupported") {
+      if (c.status == CellStatus::unsupported) {
         if (into.reason.empty()) into.reason = c.reason;
       } else {
         all_unsupported[id] = false;
@@ -147,8 +147,8 @@ Report merge_reports(const std::vector<Report>& reports) {
       failed = failed || f.fails;
       merged.findings.push_back(f);
     }
-    cell.status = all_unsupported.at(id) ? "unsupported" : failed ? "failed" : "ok";
-    if (cell.status != "unsupported") cell.reason.clear();
+    cell.status = all_unsupported.at(id) ? CellStatus::unsupported : failed ? CellStatus::failed : CellStatus::ok;
+    if (cell.status != CellStatus::unsupported) cell.reason.clear();
     merged.cells.push_back(std::move(cell));
   }
   return merged;

@@ -50,7 +50,7 @@ std::string markdown_cell(std::string text) {  // a table cell: no pipes, no new
 std::string junit_xml(const Report& report) {
   std::size_t failures = 0, skipped = 0;
   for (const auto& c : report.cells) {
-    if (c.status == "unsupported") ++skipped;
+    if (c.status == CellStatus::unsupported) ++skipped;
     for (const auto& f : report.findings) failures += found_in(f, c) && f.fails;
   }
   std::string xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
@@ -62,7 +62,7 @@ std::string junit_xml(const Report& report) {
     xml += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\">\n", markup_escaped(c.op),
                        markup_escaped(c.target + "/" + c.dtype + "/" + c.device + (c.case_name.empty() ? "" : " " + c.case_name)),
                        c.elapsed_s);
-    if (c.status == "unsupported") xml += fmt::format("      <skipped message=\"{}\"/>\n", markup_escaped(c.reason));
+    if (c.status == CellStatus::unsupported) xml += fmt::format("      <skipped message=\"{}\"/>\n", markup_escaped(c.reason));
     std::string out = fmt::format("{} cases\n", c.cases);
     for (const auto& f : report.findings) {
       if (!found_in(f, c)) continue;
@@ -89,9 +89,9 @@ std::string markdown_summary(const Report& report) {
   md += "|---|---|---|---|---:|---:|---:|---|\n";
   for (const auto& c : report.cells) {
     const std::string error = c.max_normalized_error < 0 ? "-" : fmt::format("{:.3g}", c.max_normalized_error);
-    const std::string status = c.status == "unsupported" ? "unsupported: " + c.reason
-                                : c.status == "failed"    ? "**failed**"
-                                                          : c.status;
+    const std::string status = c.status == CellStatus::unsupported ? "unsupported: " + c.reason
+                                : c.status == CellStatus::failed    ? "**failed**"
+                                                                    : to_string(c.status);
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", markdown_cell(c.op), markdown_cell(c.target),
                       c.dtype, c.device, c.cases, error, c.findings, markdown_cell(status));
   }

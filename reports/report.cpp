@@ -50,6 +50,23 @@ std::vector<std::uint64_t> error_histogram(const std::vector<double>& errors) {
   return counts;
 }
 
+namespace {
+constexpr std::pair<CellStatus, const char*> kCellStatusNames[] = {
+    {CellStatus::ok, "ok"}, {CellStatus::failed, "failed"}, {CellStatus::unsupported, "unsupported"}};
+}  // namespace
+
+const char* to_string(CellStatus status) {
+  for (const auto& [value, name] : kCellStatusNames)
+    if (value == status) return name;
+  return "ok";
+}
+
+std::optional<CellStatus> cell_status_from_string(const std::string& name) {
+  for (const auto& [value, known] : kCellStatusNames)
+    if (name == known) return value;
+  return std::nullopt;
+}
+
 std::string cell_id(const CellSummary& cell) {
   std::string id = cell.op + "/" + cell.target + "/" + cell.dtype + "/" + cell.device;
   return cell.case_name.empty() ? id : id + "/" + cell.case_name;
@@ -69,7 +86,7 @@ nlohmann::json to_json(const Report& report) {
                            {"device", c.device},
                            {"cases", c.cases},
                            {"findings", c.findings},
-                           {"status", c.status},
+                           {"status", to_string(c.status)},
                            {"elapsed_s", c.elapsed_s},
                            {"cases_per_second", c.elapsed_s > 0 ? c.cases / c.elapsed_s : 0.0},
                            {"occurrences_by_kind", c.occurrences_by_kind}};
@@ -182,7 +199,10 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
     cell.device = r.get<std::string>(c, "device", at);
     cell.cases = r.get<std::uint64_t>(c, "cases", at);
     cell.findings = r.get_or<std::uint64_t>(c, "findings", at, 0);
-    cell.status = r.get<std::string>(c, "status", at);
+    const std::string status = r.get<std::string>(c, "status", at);
+    const std::optional<CellStatus> parsed_status = cell_status_from_string(status);
+    if (!parsed_status) r.fail(at + ".status is '" + status + "', not ok, failed or unsupported");
+    cell.status = *parsed_status;
     cell.reason = r.get_or<std::string>(c, "reason", at, "");
     cell.case_name = r.get_or<std::string>(c, "case", at, "");
     cell.max_normalized_error = r.get_or<double>(c, "max_normalized_error", at, -1.0);
@@ -296,7 +316,7 @@ void print_summary(const Report& report, std::ostream& out) {
   for (const auto& c : report.cells) {
     std::string max_error = c.max_normalized_error < 0 ? "-" : fmt::format("{:.3g}", c.max_normalized_error);
     std::string rate = c.elapsed_s > 0 ? fmt::format("{:.0f}", c.cases / c.elapsed_s) : "-";
-    std::string status = c.status == "unsupported" ? "unsupported: " + c.reason : c.status;
+    std::string status = c.status == CellStatus::unsupported ? "unsupported: " + c.reason : to_string(c.status);
     if (status.size() > 90) status = status.substr(0, 87) + "...";
     fmt::print(out, "{:<8} {:<12} {:<5} {:<6} {:>9} {:>8} {:>10} {:>9}  {}\n", c.op, c.target,
                c.dtype, c.device, c.cases, rate, max_error, c.findings, status);
@@ -347,7 +367,7 @@ void print_profile(const Report& report, std::ostream& out) {
   double total_elapsed = 0;
   std::uint64_t total_cases = 0;
   for (const auto& c : report.cells) {
-    if (c.status == "unsupported" || c.elapsed_s <= 0) continue;
+    if (c.status == CellStatus::unsupported || c.elapsed_s <= 0) continue;
     fmt::print(out, "{:<44.44} {:>9.0f} {:>8.1f}", fmt::format("{}/{}/{}", c.op, c.target, c.dtype),
                c.cases / c.elapsed_s, c.elapsed_s);
     for (const char* phase : kProfilePhases) {

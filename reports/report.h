@@ -12,18 +12,26 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <optional>
 #include <vector>
 
 namespace detfuzz::reports {
 
 inline constexpr int kSchemaVersion = 1;
 
+// What became of a cell: every case ran and none failed (ok), one failed (failed), or the
+// target does not run the cell's dtype on its device (unsupported; reason says why).
+enum class CellStatus { ok, failed, unsupported };
+const char* to_string(CellStatus status);
+// nullopt for a name that is no status.
+std::optional<CellStatus> cell_status_from_string(const std::string& name);
+
 struct CellSummary {
   std::string op, target, dtype, device;
   std::string case_name;  // replay reports: the corpus case this cell replayed ("" in campaigns)
   std::uint64_t cases = 0;
   std::uint64_t findings = 0;          // distinct signatures found in this cell
-  std::string status = "ok";           // ok | failed | unsupported
+  CellStatus status = CellStatus::ok;
   std::string reason;                  // why unsupported
   double max_normalized_error = -1;    // < 0: no continuous output compared
   // Percentiles of the per-case largest normalized error ("p50", "p90", "p99", "p99.9",
@@ -115,7 +123,7 @@ nlohmann::json read_json_file(const std::string& path, const std::string& what, 
 // `gate` print when they refuse to compare different campaigns.
 std::vector<std::string> config_differences(const nlohmann::json& a, const nlohmann::json& b);
 // Writes `dir`/report.json through a temporary file and a rename, creating `dir`.
-// Returns the path written; std::runtime_error naming the path otherwise.
+// Returns the path written; detfuzz::Error{usage} naming the path otherwise.
 std::string write_report(const Report& report, const std::string& dir);
 void print_summary(const Report& report, std::ostream& out);
 // Per cell: cases/s and the share of its wall time in each profile phase (`run --profile`).

@@ -475,7 +475,7 @@ struct ReplayReport {
     f.replay = "detfuzz replay " + path;
     f.case_file = path;
     cell.findings = 1;
-    cell.status = "failed";
+    cell.status = reports::CellStatus::failed;
     report.findings.push_back(std::move(f));
   }
 };
@@ -518,7 +518,7 @@ int replay_files(const ReplaySettings& settings, const fuzz::Registry& registry,
         }
         case fuzz::ReplayStatus::skipped:
           ++skipped;
-          cell.status = "unsupported";
+          cell.status = reports::CellStatus::unsupported;
           cell.reason = "its target, dtype or device is not available here";
           break;
       }

@@ -380,6 +380,16 @@ std::vector<fs::path> case_files(const fs::path& dir) {
   return files;
 }
 
+// A --report directory that cannot be written is the user's to fix: exit 2, the path and the
+// fix named, not an internal error.
+TEST_F(Cli, AnUnwritableReportDirectoryExitsTwoNamingIt) {
+  Result r = detfuzz("run --ops box_area --dtypes fp32 --cases 5 --progress none --report /proc/detfuzz-cannot-write-here");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("/proc/detfuzz-cannot-write-here"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--report"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+}
+
 TEST_F(Cli, RunWritesOneCaseFilePerFindingAndNamesItInTheReport) {
   Result r = detfuzz("run --ops roi_align --targets torchvision --dtypes fp16 --cases 500 --progress none --report " +
                      dir());

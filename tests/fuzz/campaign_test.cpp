@@ -117,7 +117,7 @@ TEST(Campaign, CatchesGreaterEqualAtTheThresholdWithATwoBoxCase) {
   EXPECT_EQ(finding->property, "oracle");
   EXPECT_EQ(finding->size, 2u) << finding->input.dump();
   EXPECT_TRUE(report.has_failing_finding());
-  EXPECT_EQ(report.cells.at(0).status, "failed");
+  EXPECT_EQ(report.cells.at(0).status, reports::CellStatus::failed);
 }
 
 TEST(Campaign, CatchesNmsThatAssumesSortedInput) {
@@ -179,13 +179,13 @@ TEST(Campaign, UnsupportedDtypesAndDevicesAreCellsNotFindings) {
   reports::Report report = run(registry, o);
   ASSERT_EQ(report.cells.size(), 4u);
   std::map<std::string, std::string> status;
-  for (const auto& cell : report.cells) status[cell.dtype + "/" + cell.device] = cell.status;
+  for (const auto& cell : report.cells) status[cell.dtype + "/" + cell.device] = to_string(cell.status);
   EXPECT_EQ(status["fp16/cpu"], "unsupported");
   EXPECT_EQ(status["fp32/cpu"], "ok");
   EXPECT_EQ(status["fp32/cuda"], "unsupported");
   EXPECT_TRUE(report.findings.empty()) << kinds(report);
   for (const auto& cell : report.cells) {
-    if (cell.status == "unsupported") {
+    if (cell.status == reports::CellStatus::unsupported) {
       EXPECT_FALSE(cell.reason.empty());
     }
   }

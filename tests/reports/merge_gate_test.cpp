@@ -25,7 +25,7 @@ CellSummary cell(const std::string& target, const std::string& dtype, std::uint6
   c.dtype = dtype;
   c.device = "cpu";
   c.cases = cases;
-  c.status = status;
+  c.status = *cell_status_from_string(status);
   c.max_normalized_error = max_error;
   c.elapsed_s = 1;
   if (status == "unsupported") c.reason = "no Half kernel";
@@ -61,7 +61,7 @@ Report shard(std::uint64_t index, std::uint64_t count) {
   r.findings = {finding("torchvision", "fp32", "mismatch", 5 - index, index)};
   r.findings[0].occurrences = index + 1;
   r.cells[0].findings = 1;
-  r.cells[0].status = "failed";
+  r.cells[0].status = CellStatus::failed;
   return r;
 }
 
@@ -77,8 +77,8 @@ TEST(Merge, ShardsAddUpCasesAndKeepTheSmallestCaseOfEachSignature) {
   EXPECT_EQ(merged.cells[0].cases, 20u);
   EXPECT_EQ(merged.cells[0].max_normalized_error, 0.5);
   EXPECT_EQ(merged.cells[0].occurrences_by_kind.at("mismatch"), 3u);
-  EXPECT_EQ(merged.cells[0].status, "failed");
-  EXPECT_EQ(merged.cells[1].status, "unsupported");
+  EXPECT_EQ(merged.cells[0].status, CellStatus::failed);
+  EXPECT_EQ(merged.cells[1].status, CellStatus::unsupported);
   ASSERT_EQ(merged.findings.size(), 1u);
   EXPECT_EQ(merged.findings[0].size, 4u);  // shard 1's case is smaller
   EXPECT_EQ(merged.findings[0].occurrences, 3u);
@@ -170,6 +170,19 @@ TEST(ReadReport, NamesTheBrokenFieldAndTheFile) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::input);
     EXPECT_NE(std::string(e.what()).find("r.json: cells[0].cases is missing"), std::string::npos) << e.what();
+  }
+  json = to_json(shard(0, 1));
+  json["cells"][0]["status"] = "fine";
+  try {
+    report_from_json(json, "r.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cells[0].status is 'fine', not ok, failed or unsupported"), std::string::npos)
+        << e.what();
+  }
+  for (const char* status : {"ok", "failed", "unsupported"}) {
+    json["cells"][0]["status"] = status;
+    EXPECT_EQ(to_string(report_from_json(json, "r.json").cells[0].status), std::string(status));
   }
   json = to_json(shard(0, 1));
   json["schema_version"] = 99;

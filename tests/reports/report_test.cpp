@@ -6,6 +6,7 @@
 
 #include "reports/html.h"
 #include "reports/render.h"
+#include "model/error.h"
 #include "reports/report.h"
 
 namespace detfuzz::reports {
@@ -16,8 +17,8 @@ Report sample() {
   report.config = {{"seed", 7}};
   report.environment = {{"torch", "1.13.0"}};
   report.elapsed_s = 1.5;
-  report.cells.push_back({"nms", "torchvision", "fp32", "cpu", "", 100, 1, "failed", "", -1, {}, 1.0, {{"mismatch", 3}}, {}, {}, {}});
-  report.cells.push_back({"nms", "torchvision", "fp16", "cpu", "", 0, 0, "unsupported", "no Half kernel", -1, {}, 0, {}, {}, {}, {}});
+  report.cells.push_back({"nms", "torchvision", "fp32", "cpu", "", 100, 1, CellStatus::failed, "", -1, {}, 1.0, {{"mismatch", 3}}, {}, {}, {}});
+  report.cells.push_back({"nms", "torchvision", "fp16", "cpu", "", 0, 0, CellStatus::unsupported, "no Half kernel", -1, {}, 0, {}, {}, {}, {}});
   FindingRecord finding;
   finding.op = "nms";
   finding.target = "torchvision";
@@ -70,11 +71,14 @@ TEST(Report, WritesAtomicallyIntoANewDirectory) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Report, UnwritableDirectoryIsAClearError) {
+// A directory that cannot be written is the user's to fix (exit 2), so it is detfuzz::Error
+// of kind usage, naming the path, like every other bad input.
+TEST(Report, UnwritableDirectoryIsAUsageErrorNamingThePath) {
   try {
     write_report(sample(), "/proc/detfuzz-cannot-write-here");
     FAIL() << "expected an error";
-  } catch (const std::runtime_error& e) {
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::usage);
     EXPECT_NE(std::string(e.what()).find("/proc/detfuzz-cannot-write-here"), std::string::npos);
   }
 }
