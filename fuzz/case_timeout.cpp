@@ -7,6 +7,10 @@ namespace detfuzz::fuzz {
 
 double case_cost(std::size_t size, int exponent) { return std::pow(static_cast<double>(size) + 1.0, exponent); }
 
+double scaled_ceiling_s(double ceiling_s, std::size_t size) {
+  return ceiling_s * (1.0 + static_cast<double>(size) / 1000.0);
+}
+
 std::size_t CellTimeout::size_class(std::size_t size) {
   std::size_t k = 0;
   for (std::size_t n = size + 1; n > 1; n >>= 1) ++k;

@@ -3,7 +3,7 @@
 // measured (AFL++'s rule: a multiple of measured execution times, with a floor), scaled by
 // case size with the op's cost model. The ceiling (--case-timeout, scaled by the op's
 // largest case) is the startup value and the most any case gets; a case past a calibrated
-// limit is only a suspect until the ceiling confirms it (fuzz/runner.cpp).
+// limit is only a suspect until the ceiling confirms it (fuzz/worker_runner.cpp).
 #pragma once
 
 #include <array>
@@ -22,6 +22,10 @@ struct CaseTimeoutRule {
 // The cost model: how a case's time grows with its size (boxes, RoIs). NMS compares pairs
 // of boxes (exponent 2); the other ops are linear in theirs.
 double case_cost(std::size_t size, int exponent);
+
+// --case-timeout for a case of `size` boxes (or for a cell, its op's largest case): the
+// ceiling grows by its value per 1,000 boxes, so that no legitimately large case meets it.
+double scaled_ceiling_s(double ceiling_s, std::size_t size);
 
 // One cell's measured case times, as the largest seen in each size class (sizes 2^k - 1 to
 // 2^(k+1) - 2), and the limit they give.

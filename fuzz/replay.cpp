@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <ostream>
 
+#include "fuzz/wire_format.h"
 #include "model/error.h"
 
 namespace detfuzz::fuzz {
@@ -51,7 +52,7 @@ ReplayStatus replay_case(const Registry& registry, const corpus::CaseFile& file,
                                               "TorchScript target needs its --load LIB and --bind {}=... again",
                                               path, file.op, file.target, fmt::join(targets, ", "), file.op));
   const DType dtype = *parse_dtype(file.dtype);
-  const Device device = file.device == "cuda" ? Device::cuda : Device::cpu;
+  const Device device = *parse_device(file.device);  // read_case_file checked it
   const std::string cell = fmt::format("{}/{}/{}/{}", file.op, file.target, file.dtype, file.device);
 
   kernels::Availability availability = op.availability(file.target, device);

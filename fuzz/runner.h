@@ -7,7 +7,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "fuzz/case_timeout.h"
@@ -68,18 +67,5 @@ std::unique_ptr<CaseRunner> make_worker_runner(const WorkerOptions& options);
 // byte on doorbell_fd (-1: none) once a message's answers are out; answers staged in the
 // shared memory behind staging_fd (-1: none, each answer is written at once) until sent.
 int serve_worker(const Registry& registry, int doorbell_fd, int staging_fd);
-
-// Verdicts cross the process boundary as JSON.
-nlohmann::json verdict_json(const compare::Verdict& verdict);
-compare::Verdict verdict_from_json(const nlohmann::json& json);
-
-// A run case's answer line (ending in '\n'). A case without verdicts (nearly every one) is a
-// short line of numbers, "p size max_normalized_error magnitude times...", that the campaign
-// reads without building a JSON object: parsing JSON answers was two thirds of the campaign's
-// own time. Anything else is a JSON object.
-std::string run_answer_line(const CaseOutcome& outcome);
-// The outcome a short line says (every number as it was, bit for bit); nullopt for a line
-// that is not one (a JSON answer), Error for one that starts like one and is broken.
-std::optional<CaseOutcome> outcome_from_short_line(std::string_view line);
 
 }  // namespace detfuzz::fuzz

@@ -22,6 +22,7 @@
 #include "fuzz/environment.h"
 #include "fuzz/replay.h"
 #include "fuzz/runner.h"
+#include "fuzz/wire_format.h"
 #include "fuzz/zygote.h"
 #include "fuzz/selftest.h"
 #include "reports/gate.h"
@@ -35,6 +36,20 @@ namespace {
 
 constexpr int kMaxBoxesLimit = 100000;
 constexpr int kMaxJobs = 256;
+
+// The one reading of a --dtypes and a --devices value (run and replay alike).
+DType dtype_flag(const std::string& name) {
+  const std::optional<DType> dtype = parse_dtype(name);
+  if (!dtype || !is_floating(*dtype))
+    throw Error(ErrorKind::usage, fmt::format("unknown dtype '{}' in --dtypes; use fp16, bf16, fp32 or fp64", name));
+  return *dtype;
+}
+
+Device device_flag(const std::string& name) {
+  const std::optional<Device> device = parse_device(name);
+  if (!device) throw Error(ErrorKind::usage, fmt::format("unknown device '{}' in --devices; use cpu or cuda", name));
+  return *device;
+}
 
 // How kernels are run: in worker processes (crashes and hangs become findings) or here.
 struct IsolationSettings {
@@ -157,19 +172,9 @@ fuzz::CampaignOptions campaign_options(const RunSettings& settings) {
   options.ops = settings.ops;
   options.targets = settings.targets;
   options.dtypes.clear();
-  for (const auto& name : settings.dtypes) {
-    auto dtype = parse_dtype(name);
-    if (!dtype || !is_floating(*dtype))
-      throw Error(ErrorKind::usage,
-                  fmt::format("unknown dtype '{}' in --dtypes; use fp16, bf16, fp32 or fp64", name));
-    options.dtypes.push_back(*dtype);
-  }
+  for (const auto& name : settings.dtypes) options.dtypes.push_back(dtype_flag(name));
   options.devices.clear();
-  for (const auto& name : settings.devices) {
-    if (name == "cpu") options.devices.push_back(Device::cpu);
-    else if (name == "cuda") options.devices.push_back(Device::cuda);
-    else throw Error(ErrorKind::usage, fmt::format("unknown device '{}' in --devices; use cpu or cuda", name));
-  }
+  for (const auto& name : settings.devices) options.devices.push_back(device_flag(name));
   if (settings.max_boxes < 0 || settings.max_boxes > kMaxBoxesLimit)
     throw Error(ErrorKind::usage, fmt::format("--max-boxes {} is out of range; use 0..{}",
                                               settings.max_boxes, kMaxBoxesLimit));
@@ -546,12 +551,8 @@ int replay_files(const ReplaySettings& settings, const fuzz::Registry& registry,
 // bit for bit, run it, and (with --minimize) minimize it and write its case file.
 int replay_generated(const CaseSelection& selection, const fuzz::Registry& registry,
                      const kernels::KernelConfig& kernel_config, fuzz::CaseRunner& runner) {
-  auto dtype = parse_dtype(selection.dtype);
-  if (!dtype || !is_floating(*dtype))
-    throw Error(ErrorKind::usage, "unknown dtype '" + selection.dtype + "' in --dtypes; use fp16, bf16, fp32 or fp64");
-  if (selection.device != "cpu" && selection.device != "cuda")
-    throw Error(ErrorKind::usage, "unknown device '" + selection.device + "' in --devices; use cpu or cuda");
-  const Device device = selection.device == "cuda" ? Device::cuda : Device::cpu;
+  const DType dtype = dtype_flag(selection.dtype);
+  const Device device = device_flag(selection.device);
   if (!selection.seed && !selection.case_index && selection.reproduce.empty())
     throw Error(ErrorKind::usage, "replay needs case files, or --seed S with --case-index K, or --reproduce STRING");
   if (selection.op.empty() || selection.target.empty())
@@ -562,7 +563,7 @@ int replay_generated(const CaseSelection& selection, const fuzz::Registry& regis
   if (std::find(targets.begin(), targets.end(), selection.target) == targets.end())
     throw Error(ErrorKind::usage, fmt::format("op {} has no target '{}' (targets: {})", selection.op,
                                               selection.target, fmt::join(targets, ", ")));
-  fuzz::CaseRequest request{selection.target, *dtype, device, 0, 0, selection.max_boxes, selection.hostile};
+  fuzz::CaseRequest request{selection.target, dtype, device, 0, 0, selection.max_boxes, selection.hostile};
   nlohmann::json input;
   if (!selection.reproduce.empty()) {
     fuzz::ShrinkPath path = fuzz::parse_reproduce_string(selection.reproduce, request);
@@ -570,7 +571,7 @@ int replay_generated(const CaseSelection& selection, const fuzz::Registry& regis
   } else {
     if (!selection.seed || !selection.case_index)
       throw Error(ErrorKind::usage, "replay needs case files, or --seed S with --case-index K, or --reproduce STRING");
-    request.case_seed = fuzz::case_seed(*selection.seed, selection.op, *dtype, *selection.case_index);
+    request.case_seed = fuzz::case_seed(*selection.seed, selection.op, dtype, *selection.case_index);
     request.generator_size = fuzz::generator_size(*selection.case_index);
     input = op.generated_input(request);
   }
@@ -609,7 +610,7 @@ int replay_generated(const CaseSelection& selection, const fuzz::Registry& regis
       }
     }
   }
-  fuzz::Evaluation evaluation = runner.evaluate(op, input, selection.target, *dtype, device);
+  fuzz::Evaluation evaluation = runner.evaluate(op, input, selection.target, dtype, device);
   fmt::print("{}/{}/{}/{} case: {}\n", selection.op, selection.target, selection.dtype, selection.device, input.dump());
   bool failing = false;
   for (const auto& verdict : evaluation.judgement.verdicts) {
@@ -694,7 +695,7 @@ int eval_command(const EvalSettings& settings, const fuzz::Registry& registry, f
   if (target != fuzz::kOracleTarget && std::find(targets.begin(), targets.end(), target) == targets.end())
     throw Error(ErrorKind::usage, fmt::format("op {} has no target '{}'; use one of {} or oracle", file.op, target,
                                               fmt::join(targets, ", ")));
-  const Device device = file.device == "cuda" ? Device::cuda : Device::cpu;
+  const Device device = *parse_device(file.device);  // read_case_file checked it
   if (target != fuzz::kOracleTarget) {
     kernels::Availability availability = op.availability(target, device);
     std::optional<std::string> unsupported =

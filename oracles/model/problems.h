@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/dtype.h"
@@ -157,6 +158,8 @@ struct RoiPoolProblem {
 
 enum class Device { cpu, cuda };
 std::string device_name(Device device);
+// The one reading of a device name ("cpu", "cuda"); nullopt for anything else.
+std::optional<Device> parse_device(std::string_view name);
 
 // A kernel's output brought back to the host: its shape, dtype and device as the kernel
 // produced them (so a dtype leak or a wrong shape is visible) and its values as doubles

@@ -5,6 +5,12 @@ namespace detfuzz {
 
 std::string device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
 
+std::optional<Device> parse_device(std::string_view name) {
+  if (name == "cpu") return Device::cpu;
+  if (name == "cuda") return Device::cuda;
+  return std::nullopt;
+}
+
 std::string_view finding_kind_name(FindingKind kind) {
   switch (kind) {
     case FindingKind::mismatch: return "mismatch";

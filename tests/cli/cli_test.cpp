@@ -21,6 +21,7 @@ extern char** environ;
 
 #include "fuzz/cli/cli.h"
 #include "fuzz/runner.h"
+#include "fuzz/wire_format.h"
 #include "model/error.h"
 #include "support/run_binary.h"
 #include "support/scratch_dir.h"
@@ -559,7 +560,7 @@ TEST_F(Cli, CrashingAndHangingKernelsBecomeMinimizedFindingsAndTheCampaignGoesOn
 }
 
 // A worker answers every case of a batch on a line of its own, also when it cannot read the
-// batch's cell: the campaign counts one answer per case (fuzz/runner.cpp).
+// batch's cell: the campaign counts one answer per case (fuzz/worker_server.cpp).
 TEST_F(Cli, WorkerAnswersEveryCaseOfABatchItCannotRead) {
   fs::create_directories(dir_);
   std::ofstream(dir_ / "batches.jsonl")

@@ -14,6 +14,7 @@
 
 #include "fuzz/answer_staging.h"
 #include "fuzz/runner.h"
+#include "fuzz/wire_format.h"
 #include "model/error.h"
 
 namespace detfuzz::fuzz {
