@@ -17,7 +17,7 @@
 #include "fuzz/compare/batched_nms_compare.h"
 #include "fuzz/compare/nms_replay.h"
 #include "fuzz/ops/box_pairs.h"
-#include "fuzz/ops/render.h"
+#include "fuzz/ops/side_by_side.h"
 #include "fuzz/ops/typed_harness.h"
 #include "oracles/batched_nms.h"
 #include "oracles/running_error.h"

@@ -9,7 +9,7 @@
 #include "fuzz/ops/box_pairs.h"
 #include "fuzz/gen/hostile.h"
 #include "fuzz/ops/invariance.h"
-#include "fuzz/ops/render.h"
+#include "fuzz/ops/side_by_side.h"
 #include "fuzz/ops/typed_harness.h"
 #include "oracles/box_iou.h"
 

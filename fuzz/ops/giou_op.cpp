@@ -6,7 +6,7 @@
 #include "corpus/case_json.h"
 #include "fuzz/compare/continuous.h"
 #include "fuzz/ops/box_pairs.h"
-#include "fuzz/ops/render.h"
+#include "fuzz/ops/side_by_side.h"
 #include "fuzz/ops/typed_harness.h"
 #include "oracles/giou.h"
 

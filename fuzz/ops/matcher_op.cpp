@@ -10,7 +10,7 @@
 #include "corpus/case_json.h"
 #include "fuzz/compare/contract.h"
 #include "fuzz/gen/matcher.h"
-#include "fuzz/ops/render.h"
+#include "fuzz/ops/side_by_side.h"
 #include "fuzz/ops/typed_harness.h"
 #include "oracles/matcher.h"
 

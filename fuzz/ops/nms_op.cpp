@@ -8,7 +8,7 @@
 #include "fuzz/compare/nms_replay.h"
 #include "fuzz/ops/invariance.h"
 #include "fuzz/ops/box_pairs.h"
-#include "fuzz/ops/render.h"
+#include "fuzz/ops/side_by_side.h"
 #include "fuzz/ops/typed_harness.h"
 #include "oracles/nms.h"
 

@@ -7,7 +7,7 @@
 
 #include "corpus/case_json.h"
 #include "fuzz/compare/continuous.h"
-#include "fuzz/ops/render.h"
+#include "fuzz/ops/side_by_side.h"
 #include "fuzz/ops/roi_common.h"
 #include "fuzz/gen/rois.h"
 #include "fuzz/ops/typed_harness.h"
@@ -21,9 +21,7 @@ using RoiAlignTarget = kernels::Target<RoiAlignProblem>;
 // The oracle sees the input with hostile values made harmless; the outputs they taint
 // accept anything.
 std::vector<compare::ExpectedValue> expected_values(const RoiAlignProblem& p, DType dtype, const RoiTaint& taint) {
-  RoiAlignProblem clean = p;
-  clean.input = taint.clean_map;
-  clean.rois = taint.clean_rois;
+  const RoiAlignProblem clean = cleaned(p, taint);
   std::vector<compare::ExpectedValue> expected;
   std::size_t i = 0;
   for (const auto& e : oracles::roi_align(clean, dtype))
@@ -75,7 +73,7 @@ compare::OverflowExplainer bin_sum_explainer(const RoiAlignProblem& p, const std
 }
 
 compare::Judgement judge(const RoiAlignProblem& problem, const RoiAlignTarget& target, DType dtype, Device device) {
-  const RoiTaint taint = roi_taint(problem.input, problem.rois, problem.spatial_scale, problem.pooled_height, problem.pooled_width);
+  const RoiTaint taint = roi_taint(problem);
   auto run = run_target(target, problem, dtype, device, taint.hostile);
   if (auto* judgement = std::get_if<compare::Judgement>(&run)) return *judgement;
   const HostTensor& output = std::get<std::vector<HostTensor>>(run).front();
@@ -139,10 +137,7 @@ std::unique_ptr<OpHarness> make_roi_align_harness(std::vector<RoiAlignTarget> ta
   };
   d.oracle_json = [](const RoiAlignProblem& p, DType dtype) {
     nlohmann::json values = nlohmann::json::array(), intervals = nlohmann::json::array();
-    RoiAlignProblem clean = p;
-    const RoiTaint taint = roi_taint(p.input, p.rois, p.spatial_scale, p.pooled_height, p.pooled_width);
-    clean.input = taint.clean_map;
-    clean.rois = taint.clean_rois;
+    const RoiAlignProblem clean = cleaned(p, roi_taint(p));
     for (const auto& e : oracles::roi_align(clean, dtype)) {
       values.push_back(corpus::json_double(e.value));
       intervals.push_back({corpus::json_double(e.strict.low), corpus::json_double(e.strict.high),
@@ -152,10 +147,7 @@ std::unique_ptr<OpHarness> make_roi_align_harness(std::vector<RoiAlignTarget> ta
   };
   d.side_by_side = [](const RoiAlignProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
     std::vector<double> oracle, tolerance;
-    RoiAlignProblem clean = p;
-    const RoiTaint taint = roi_taint(p.input, p.rois, p.spatial_scale, p.pooled_height, p.pooled_width);
-    clean.input = taint.clean_map;
-    clean.rois = taint.clean_rois;
+    const RoiAlignProblem clean = cleaned(p, roi_taint(p));
     for (const auto& e : oracles::roi_align(clean, dtype)) {
       oracle.push_back(e.value);
       tolerance.push_back(compare::tolerance({e.strict.low, e.strict.high, e.strict.bound}, dtype) +

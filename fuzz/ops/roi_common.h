@@ -41,6 +41,20 @@ struct RoiTaint {
 RoiTaint roi_taint(const FeatureMap& map, const std::vector<Roi>& rois, double spatial_scale,
                    std::int64_t pooled_height, std::int64_t pooled_width);
 
+// The taint of a RoI problem (RoiAlignProblem, RoiPoolProblem), and the problem the oracle
+// sees: the input with the hostile values of `taint` made harmless.
+template <class RoiProblem>
+RoiTaint roi_taint(const RoiProblem& p) {
+  return roi_taint(p.input, p.rois, p.spatial_scale, p.pooled_height, p.pooled_width);
+}
+template <class RoiProblem>
+RoiProblem cleaned(const RoiProblem& p, const RoiTaint& taint) {
+  RoiProblem clean = p;
+  clean.input = taint.clean_map;
+  clean.rois = taint.clean_rois;
+  return clean;
+}
+
 // A RoI pointing at an image the batch does not have must be refused: a kernel that returns
 // normally has read memory that is not its input. nullopt when no such RoI was accepted.
 std::optional<compare::Verdict> accepted_bad_batch_index(const std::vector<Roi>& rois, const RoiTaint& taint,

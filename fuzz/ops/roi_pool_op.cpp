@@ -3,7 +3,7 @@
 // doubles every output and keeps every argmax.
 #include "corpus/case_json.h"
 #include "fuzz/compare/roi_pool_compare.h"
-#include "fuzz/ops/render.h"
+#include "fuzz/ops/side_by_side.h"
 #include "fuzz/ops/roi_common.h"
 #include "fuzz/gen/rois.h"
 #include "fuzz/ops/typed_harness.h"
@@ -21,16 +21,14 @@ std::vector<std::int64_t> shape_of(const RoiPoolProblem& p) {
 // The oracle's options on the input with hostile values made harmless; outputs they taint
 // accept anything.
 std::vector<oracles::RoiPoolElement> expected_options(const RoiPoolProblem& p, DType dtype, const RoiTaint& taint) {
-  RoiPoolProblem clean = p;
-  clean.input = taint.clean_map;
-  clean.rois = taint.clean_rois;
+  const RoiPoolProblem clean = cleaned(p, taint);
   std::vector<oracles::RoiPoolElement> expected = oracles::roi_pool(clean, dtype);
   for (std::size_t i = 0; i < expected.size(); ++i) expected[i].unconstrained = expected[i].unconstrained || taint.tainted[i];
   return expected;
 }
 
 compare::Judgement judge(const RoiPoolProblem& problem, const RoiPoolTarget& target, DType dtype, Device device) {
-  const RoiTaint taint = roi_taint(problem.input, problem.rois, problem.spatial_scale, problem.pooled_height, problem.pooled_width);
+  const RoiTaint taint = roi_taint(problem);
   auto run = run_target(target, problem, dtype, device, taint.hostile, 2);
   if (auto* judgement = std::get_if<compare::Judgement>(&run)) return *judgement;
   const auto& outputs = std::get<std::vector<HostTensor>>(run);
@@ -81,10 +79,7 @@ std::unique_ptr<OpHarness> make_roi_pool_harness(std::vector<RoiPoolTarget> targ
   };
   d.oracle_json = [](const RoiPoolProblem& p, DType dtype) {
     nlohmann::json values = nlohmann::json::array(), argmax = nlohmann::json::array();
-    RoiPoolProblem clean = p;
-    const RoiTaint taint = roi_taint(p.input, p.rois, p.spatial_scale, p.pooled_height, p.pooled_width);
-    clean.input = taint.clean_map;
-    clean.rois = taint.clean_rois;
+    const RoiPoolProblem clean = cleaned(p, roi_taint(p));
     for (const auto& e : oracles::roi_pool(clean, dtype)) {
       values.push_back(corpus::json_double(e.nominal.value));
       argmax.push_back(e.nominal.argmax);
@@ -93,7 +88,7 @@ std::unique_ptr<OpHarness> make_roi_pool_harness(std::vector<RoiPoolTarget> targ
   };
   d.side_by_side = [](const RoiPoolProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
     std::vector<double> oracle, oracle_argmax, tolerance;
-    const RoiTaint taint = roi_taint(p.input, p.rois, p.spatial_scale, p.pooled_height, p.pooled_width);
+    const RoiTaint taint = roi_taint(p);
     for (const auto& e : expected_options(p, dtype, taint)) {
       oracle.push_back(e.nominal.value);
       oracle_argmax.push_back(static_cast<double>(e.nominal.argmax));

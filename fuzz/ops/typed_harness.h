@@ -16,7 +16,7 @@
 #include "fuzz/ops/minimize.h"
 #include "fuzz/ops/op_harness.h"
 #include "fuzz/profile.h"
-#include "fuzz/ops/render.h"
+#include "fuzz/ops/side_by_side.h"
 #include "model/error.h"
 
 namespace detfuzz::fuzz {

@@ -1,4 +1,4 @@
-#include "fuzz/ops/render.h"
+#include "fuzz/ops/side_by_side.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
