@@ -207,73 +207,91 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
   return run_campaign(registry, options, progress, std::vector<CaseRunner*>{&runner});
 }
 
-reports::Report run_campaign(const Registry& registry, const CampaignOptions& options,
-                             ProgressSink& progress, const std::vector<CaseRunner*>& lanes) {
-  if (lanes.empty()) throw Error(ErrorKind::internal, "run_campaign: no lane to run cases on");
-  for (CaseRunner* lane : lanes) lane->warm_up();
-  const std::vector<CellPlan> plans = plan_cells(registry, options);
-  const auto start = Clock::now();
-  reports::Report report;
-  report.config = config_json(options, plans);
-  report.config["jobs"] = lanes.size();  // how it ran, not what it covers
+namespace {
 
-  std::vector<CellState> cells;
-  for (const auto& plan : plans) {
-    CellState cell;
-    cell.plan = plan;
-    cell.summary.op = plan.op->name();
-    cell.summary.target = plan.target;
-    cell.summary.dtype = std::string(dtype_name(plan.dtype));
-    cell.summary.device = device_name(plan.device);
-    kernels::Availability availability = plan.op->availability(plan.target, plan.device);
-    std::optional<std::string> unsupported;
-    if (!availability.available) unsupported = availability.reason;
-    else unsupported = lanes.front()->unsupported_reason(*plan.op, plan.target, plan.dtype, plan.device);
-    if (unsupported) {
-      cell.summary.status = reports::CellStatus::unsupported;
-      cell.summary.reason = *unsupported;
-      cell.done = true;
-      progress.event(fmt::format("{}: unsupported ({})", plan.label(), *unsupported));
+// A campaign's scheduler. Its stages, in the order a case meets them:
+//   probe_cells      each planned cell is runnable, or unsupported with the library's reason
+//   take_cell        a lane takes the cell that has had the least time and that no lane holds
+//   run_slice        the cell's cases for one time slice, in batches sent ahead (pipelined)
+//   tally            each case's counts, times and errors into its cell
+//   record_finding   a new signature minimized, stored as a case file, reported
+// Lanes share the cells, the progress line and the checkpoints under `shared_`; a cell is
+// run by one lane at a time (`busy`), so its own state is the lane's while it holds it.
+class CampaignScheduler {
+ public:
+  CampaignScheduler(const Registry& registry, const CampaignOptions& options, ProgressSink& progress,
+                    const std::vector<CaseRunner*>& lanes)
+      : options_(options), progress_(progress), lanes_(lanes), plans_(plan_cells(registry, options)) {
+    header_.config = config_json(options, plans_);
+    header_.config["jobs"] = lanes.size();  // how it ran, not what it covers
+  }
+
+  reports::Report run() {
+    probe_cells();
+    std::vector<std::thread> threads;
+    for (std::size_t lane = 1; lane < lanes_.size(); ++lane) threads.emplace_back([this, lane] { guarded_lane(*lanes_[lane]); });
+    guarded_lane(*lanes_.front());
+    for (auto& thread : threads) thread.join();
+    if (failure_) std::rethrow_exception(failure_);
+    progress_.finish();
+    reports::Report report = assemble(cells_, header_, start_);
+    report.partial = stop_requested();
+    return report;
+  }
+
+ private:
+  void probe_cells() {
+    for (const auto& plan : plans_) {
+      CellState cell;
+      cell.plan = plan;
+      cell.summary.op = plan.op->name();
+      cell.summary.target = plan.target;
+      cell.summary.dtype = std::string(dtype_name(plan.dtype));
+      cell.summary.device = device_name(plan.device);
+      kernels::Availability availability = plan.op->availability(plan.target, plan.device);
+      std::optional<std::string> unsupported;
+      if (!availability.available) unsupported = availability.reason;
+      else unsupported = lanes_.front()->unsupported_reason(*plan.op, plan.target, plan.dtype, plan.device);
+      if (unsupported) {
+        cell.summary.status = reports::CellStatus::unsupported;
+        cell.summary.reason = *unsupported;
+        cell.done = true;
+        progress_.event(fmt::format("{}: unsupported ({})", plan.label(), *unsupported));
+      }
+      cells_.push_back(std::move(cell));
     }
-    cells.push_back(std::move(cell));
+    snapshot_.cells_total = cells_.size();
+    snapshot_.cells_done = std::count_if(cells_.begin(), cells_.end(), [](const CellState& c) { return c.done; });
+    snapshot_.budget_s = options_.budget_s;
+    if (options_.cases_per_cell) {
+      std::uint64_t runnable = std::count_if(cells_.begin(), cells_.end(), [](const CellState& c) { return !c.done; });
+      snapshot_.planned_cases = runnable * *options_.cases_per_cell;
+    }
+    last_checkpoint_ = Clock::now();
   }
 
-  // Lanes share the cells, the progress line and the checkpoints under `shared`; a cell is
-  // run by one lane at a time (`busy`), so its own state is the lane's while it holds it.
-  std::mutex shared;
-  std::condition_variable cell_released;
-  ProgressSnapshot snapshot;
-  snapshot.cells_total = cells.size();
-  snapshot.cells_done = std::count_if(cells.begin(), cells.end(), [](const CellState& c) { return c.done; });
-  snapshot.budget_s = options.budget_s;
-  if (options.cases_per_cell) {
-    std::uint64_t runnable = std::count_if(cells.begin(), cells.end(), [](const CellState& c) { return !c.done; });
-    snapshot.planned_cases = runnable * *options.cases_per_cell;
+  bool budget_left() const {
+    return !stop_requested() && !first_failure_found_ && !lane_failed_ &&
+           (!options_.budget_s || seconds_since(start_) < *options_.budget_s);
   }
 
-  std::atomic<bool> first_failure_found{false}, lane_failed{false};
-  auto budget_left = [&] {
-    return !stop_requested() && !first_failure_found && !lane_failed &&
-           (!options.budget_s || seconds_since(start) < *options.budget_s);
-  };
-  auto last_checkpoint = Clock::now();
-  auto checkpoint_now = [&] {  // with `shared` held
-    last_checkpoint = Clock::now();
-    if (!options.checkpoint) return;
-    reports::Report partial = assemble(cells, report, start);
+  void checkpoint_now() {  // with `shared_` held
+    last_checkpoint_ = Clock::now();
+    if (!options_.checkpoint) return;
+    reports::Report partial = assemble(cells_, header_, start_);
     partial.partial = true;
-    options.checkpoint(partial);
-  };
+    options_.checkpoint(partial);
+  }
 
   // The cell that has had the least time and that no lane holds; nullptr when every cell
   // is done (or the campaign is over), after waiting for held ones to come back.
-  auto take_cell = [&]() -> CellState* {
-    std::unique_lock<std::mutex> lock(shared);
+  CellState* take_cell() {
+    std::unique_lock<std::mutex> lock(shared_);
     for (;;) {
       if (!budget_left()) return nullptr;
       CellState* cell = nullptr;
       bool any_busy = false;
-      for (auto& candidate : cells) {
+      for (auto& candidate : cells_) {
         any_busy = any_busy || candidate.busy;
         if (!candidate.done && !candidate.busy && (!cell || candidate.elapsed_s < cell->elapsed_s)) cell = &candidate;
       }
@@ -282,24 +300,20 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
         return cell;
       }
       if (!any_busy) return nullptr;
-      cell_released.wait_for(lock, std::chrono::milliseconds(100));
+      cell_released_.wait_for(lock, std::chrono::milliseconds(100));
     }
-  };
+  }
 
-  // One case's results into its cell (whose lane calls this); a new signature is minimized
-  // without holding `shared`, so the other lanes go on meanwhile.
-  auto process_outcome = [&](CellState& cell, const CaseRequest& request, const CaseOutcome& outcome,
-                             CaseRunner& runner, Clock::time_point slice_start) {
-    const CellPlan& plan = cell.plan;
-    std::unique_lock<std::mutex> lock(shared);
+  // One case's counts, times and errors into its cell; the cell's ordinal of the case. With
+  // `shared_` held.
+  std::uint64_t tally(CellState& cell, const CaseOutcome& outcome) {
     const std::uint64_t ordinal = cell.summary.cases;  // the cell's ordinal-th case in this shard
-    const std::uint64_t index = sharded_case_index(options, ordinal);
     ++cell.summary.cases;
     cell.profile_s["generation"] += outcome.times.generation_s;
     cell.profile_s["kernel"] += outcome.times.kernel_s;
     cell.profile_s["oracle"] += outcome.times.oracle_s;
     cell.profile_s["comparison"] += outcome.times.comparison_s();
-    ++snapshot.cases;
+    ++snapshot_.cases;
     cell.summary.max_normalized_error =
         std::max(cell.summary.max_normalized_error, outcome.judgement.max_normalized_error);
     if (outcome.judgement.max_normalized_error >= 0) {
@@ -307,173 +321,206 @@ reports::Report run_campaign(const Registry& registry, const CampaignOptions& op
       if (outcome.input_magnitude >= 0 && cell.error_vs_magnitude.size() < reports::kMaxMagnitudePoints)
         cell.error_vs_magnitude.push_back({outcome.input_magnitude, outcome.judgement.max_normalized_error});
     }
+    return ordinal;
+  }
 
+  // One case's results into its cell (whose lane calls this): tallied, each verdict an
+  // occurrence of a known finding or a new one.
+  void process_outcome(CellState& cell, const CaseRequest& request, const CaseOutcome& outcome, CaseRunner& runner,
+                       Clock::time_point slice_start) {
+    std::unique_lock<std::mutex> lock(shared_);
+    const std::uint64_t ordinal = tally(cell, outcome);
     for (const auto& verdict : outcome.judgement.verdicts) {
       const std::string kind(finding_kind_name(verdict.kind));
       ++cell.summary.occurrences_by_kind[kind];
-      const std::string signature = fmt::format("{}/{}/{}{}", plan.label(), kind, verdict.property,
+      const std::string signature = fmt::format("{}/{}/{}{}", cell.plan.label(), kind, verdict.property,
                                                 verdict.outside_contract.empty() ? "" : "/outside_contract");
       auto known = cell.finding_by_signature.find(signature);
       if (known != cell.finding_by_signature.end()) {
         ++cell.findings[known->second].occurrences;
         continue;
       }
-      const double found_after_s = cell.elapsed_s + seconds_since(slice_start);
-      const bool slow = verdict.kind == FindingKind::crash || verdict.kind == FindingKind::hang;
-      double shrink_seconds = slow ? options.slow_minimize_budget_s : options.minimize_budget_s;
-      if (options.stop_at_first_failure && !finding_fails(verdict, options)) shrink_seconds = 0;
-      // A selftest's budget is for finding; its one finding is minimized in full.
-      if (options.budget_s && !options.stop_at_first_failure)
-        shrink_seconds = std::min(shrink_seconds, std::max(0.5, *options.budget_s - seconds_since(start)));
-      lock.unlock();
-      ShrinkLimits limits{Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(shrink_seconds)),
-                          options.minimize_max_evaluations,
-                          [&](int steps, std::size_t size) {
-                            std::lock_guard<std::mutex> hold(shared);
-                            snapshot.current_cell = fmt::format("minimizing {} {}: step {}, {} boxes",
-                                                                plan.label(), kind, steps, size);
-                            snapshot.elapsed_s = seconds_since(start);
-                            progress.tick(snapshot);
-                          }};
-      const auto shrink_start = Clock::now();
-      ShrinkResult shrunk = plan.op->shrink(request, verdict, limits, runner.input_judge(*plan.op, request));
-      const double shrink_s = seconds_since(shrink_start);
-
-      reports::FindingRecord finding;
-      finding.op = plan.op->name();
-      finding.target = plan.target;
-      finding.dtype = cell.summary.dtype;
-      finding.device = cell.summary.device;
-      finding.kind = kind;
-      finding.property = verdict.property;
-      finding.signature = signature;
-      finding.message = shrunk.verdict.message;
-      if (!shrunk.reproducible)
-        finding.message += " (did not fail again when re-run: the kernel may be nondeterministic)";
-      finding.reproducible = shrunk.reproducible;
-      finding.fails = finding_fails(verdict, options);
-      finding.outside_contract = verdict.outside_contract;
-      finding.seed = options.seed;
-      finding.case_seed = request.case_seed;
-      finding.case_index = index;
-      finding.generator_size = request.generator_size;
-      finding.found_after_cases = ordinal + 1;
-      finding.found_after_s = found_after_s;
-      finding.size = shrunk.size;
-      finding.original_size = outcome.size;
-      finding.shrink_steps = shrunk.steps;
-      finding.shrink_complete = shrunk.complete;
-      finding.input = shrunk.input;
-      finding.details = shrunk.verdict.details;
-      finding.minimize_s = shrunk.seconds;
-      finding.replay = replay_command(plan.op->name(), plan.target, plan.dtype, plan.device, options.seed, index,
-                                      options.max_boxes, options.hostile);
-      const auto io_start = Clock::now();
-      if (!options.corpus_dir.empty()) {
-        FindingOrigin origin{plan.op->name(), options.seed, index, outcome.size};
-        finding.case_file =
-            corpus::store_case(case_file_for(origin, request, shrunk, options.environment), options.corpus_dir);
-      }
-      const bool fails = finding.fails;
-      lock.lock();
-      cell.profile_s["minimization"] += shrink_s;
-      snapshot.current_cell = plan.label();
-      cell.finding_by_signature[signature] = cell.findings.size();
-      cell.findings.push_back(std::move(finding));
-      ++cell.summary.findings;
-      ++snapshot.findings;
-      progress.event(fmt::format("{} [{}] {}: {}", plan.label(), kind, verdict.property, shrunk.verdict.message));
-      checkpoint_now();
-      cell.profile_s["io"] += seconds_since(io_start);
-      if (options.stop_at_first_failure && fails) first_failure_found = true;
+      record_finding(lock, cell, request, outcome, verdict, signature, ordinal,
+                     cell.elapsed_s + seconds_since(slice_start), runner);
     }
-  };
+  }
 
-  auto run_lane = [&](CaseRunner& runner) {
-    while (CellState* cell = take_cell()) {
-      const CellPlan& plan = cell->plan;
-      const auto slice_start = Clock::now();
+  // A new signature: minimized without holding `shared_` (`lock`), so the other lanes go on
+  // meanwhile; then stored as a case file and reported.
+  void record_finding(std::unique_lock<std::mutex>& lock, CellState& cell, const CaseRequest& request,
+                      const CaseOutcome& outcome, const compare::Verdict& verdict, const std::string& signature,
+                      std::uint64_t ordinal, double found_after_s, CaseRunner& runner) {
+    const CellPlan& plan = cell.plan;
+    const std::string kind(finding_kind_name(verdict.kind));
+    const std::uint64_t index = sharded_case_index(options_, ordinal);
+    const bool slow = verdict.kind == FindingKind::crash || verdict.kind == FindingKind::hang;
+    double shrink_seconds = slow ? options_.slow_minimize_budget_s : options_.minimize_budget_s;
+    if (options_.stop_at_first_failure && !finding_fails(verdict, options_)) shrink_seconds = 0;
+    // A selftest's budget is for finding; its one finding is minimized in full.
+    if (options_.budget_s && !options_.stop_at_first_failure)
+      shrink_seconds = std::min(shrink_seconds, std::max(0.5, *options_.budget_s - seconds_since(start_)));
+    lock.unlock();
+    ShrinkLimits limits{Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(shrink_seconds)),
+                        options_.minimize_max_evaluations,
+                        [&](int steps, std::size_t size) {
+                          std::lock_guard<std::mutex> hold(shared_);
+                          snapshot_.current_cell = fmt::format("minimizing {} {}: step {}, {} boxes",
+                                                               plan.label(), kind, steps, size);
+                          snapshot_.elapsed_s = seconds_since(start_);
+                          progress_.tick(snapshot_);
+                        }};
+    const auto shrink_start = Clock::now();
+    ShrinkResult shrunk = plan.op->shrink(request, verdict, limits, runner.input_judge(*plan.op, request));
+    const double shrink_s = seconds_since(shrink_start);
+
+    reports::FindingRecord finding;
+    finding.op = plan.op->name();
+    finding.target = plan.target;
+    finding.dtype = cell.summary.dtype;
+    finding.device = cell.summary.device;
+    finding.kind = kind;
+    finding.property = verdict.property;
+    finding.signature = signature;
+    finding.message = shrunk.verdict.message;
+    if (!shrunk.reproducible)
+      finding.message += " (did not fail again when re-run: the kernel may be nondeterministic)";
+    finding.reproducible = shrunk.reproducible;
+    finding.fails = finding_fails(verdict, options_);
+    finding.outside_contract = verdict.outside_contract;
+    finding.seed = options_.seed;
+    finding.case_seed = request.case_seed;
+    finding.case_index = index;
+    finding.generator_size = request.generator_size;
+    finding.found_after_cases = ordinal + 1;
+    finding.found_after_s = found_after_s;
+    finding.size = shrunk.size;
+    finding.original_size = outcome.size;
+    finding.shrink_steps = shrunk.steps;
+    finding.shrink_complete = shrunk.complete;
+    finding.input = shrunk.input;
+    finding.details = shrunk.verdict.details;
+    finding.minimize_s = shrunk.seconds;
+    finding.replay = replay_command(plan.op->name(), plan.target, plan.dtype, plan.device, options_.seed, index,
+                                    options_.max_boxes, options_.hostile);
+    const auto io_start = Clock::now();
+    if (!options_.corpus_dir.empty()) {
+      FindingOrigin origin{plan.op->name(), options_.seed, index, outcome.size};
+      finding.case_file =
+          corpus::store_case(case_file_for(origin, request, shrunk, options_.environment), options_.corpus_dir);
+    }
+    const bool fails = finding.fails;
+    lock.lock();
+    cell.profile_s["minimization"] += shrink_s;
+    snapshot_.current_cell = plan.label();
+    cell.finding_by_signature[signature] = cell.findings.size();
+    cell.findings.push_back(std::move(finding));
+    ++cell.summary.findings;
+    ++snapshot_.findings;
+    progress_.event(fmt::format("{} [{}] {}: {}", plan.label(), kind, verdict.property, shrunk.verdict.message));
+    checkpoint_now();
+    cell.profile_s["io"] += seconds_since(io_start);
+    if (options_.stop_at_first_failure && fails) first_failure_found_ = true;
+  }
+
+  // The cell's cases from its `first`-th on, a batch of them. Empty when the cell has had
+  // all its cases.
+  std::vector<CaseRequest> batch_from(const CellState& cell, std::uint64_t first) const {
+    const CellPlan& plan = cell.plan;
+    std::vector<CaseRequest> requests;
+    const std::size_t batch = batch_size(cell);
+    for (std::uint64_t ordinal = first; requests.size() < batch; ++ordinal) {
+      if (options_.cases_per_cell && ordinal >= *options_.cases_per_cell) break;
+      const std::uint64_t index = sharded_case_index(options_, ordinal);
+      requests.push_back({plan.target, plan.dtype, plan.device,
+                          case_seed(options_.seed, plan.op->name(), plan.dtype, index), generator_size(index),
+                          options_.max_boxes, options_.hostile});
+    }
+    return requests;
+  }
+
+  // One time slice of a cell. Batches go to the runner ahead of their turn, one beyond the
+  // batch being taken in (CaseRunner::prefetch): the worker computes while the campaign
+  // receives, bookkeeps and minimizes. Only while the slice has time left; every batch sent
+  // is taken in.
+  void run_slice(CaseRunner& runner, CellState& cell) {
+    const CellPlan& plan = cell.plan;
+    const auto slice_start = Clock::now();
+    {
+      std::lock_guard<std::mutex> lock(shared_);
+      snapshot_.current_cell = plan.label();
+    }
+    bool exhausted = false;  // every case of the cell has been sent
+    auto send_ahead = [&](std::uint64_t first) {
+      std::vector<CaseRequest> requests;
+      if (seconds_since(slice_start) >= kSliceSeconds || !budget_left()) return requests;
+      requests = batch_from(cell, first);
+      exhausted = requests.empty();
+      runner.prefetch(*plan.op, requests);
+      return requests;
+    };
+    std::vector<CaseRequest> requests = send_ahead(cell.summary.cases);
+    while (!requests.empty()) {
+      std::vector<CaseRequest> next = send_ahead(cell.summary.cases + requests.size());
+      std::vector<CaseOutcome> outcomes = runner.run_cases(*plan.op, requests);
+      for (std::size_t b = 0; b < outcomes.size(); ++b) {
+        process_outcome(cell, requests[b], outcomes[b], runner, slice_start);
+        if (first_failure_found_) break;
+      }
       {
-        std::lock_guard<std::mutex> lock(shared);
-        snapshot.current_cell = plan.label();
+        std::lock_guard<std::mutex> lock(shared_);
+        snapshot_.elapsed_s = seconds_since(start_);
+        progress_.tick(snapshot_);
       }
-      // The cell's cases from its `first`-th on, a batch of them: pipelined when they run in
-      // a worker. Empty when the cell has had all its cases.
-      auto batch_from = [&](std::uint64_t first) {
-        std::vector<CaseRequest> requests;
-        const std::size_t batch = batch_size(*cell);
-        for (std::uint64_t ordinal = first; requests.size() < batch; ++ordinal) {
-          if (options.cases_per_cell && ordinal >= *options.cases_per_cell) break;
-          const std::uint64_t index = sharded_case_index(options, ordinal);
-          requests.push_back({plan.target, plan.dtype, plan.device,
-                              case_seed(options.seed, plan.op->name(), plan.dtype, index), generator_size(index),
-                              options.max_boxes, options.hostile});
-        }
-        return requests;
-      };
-      // Batches go to the runner ahead of their turn, one beyond the batch being taken in
-      // (CaseRunner::prefetch): the worker computes while the campaign receives, bookkeeps
-      // and minimizes. Only while the slice has time left; every batch sent is taken in.
-      bool exhausted = false;  // every case of the cell has been sent
-      auto send_ahead = [&](std::uint64_t first) {
-        std::vector<CaseRequest> requests;
-        if (seconds_since(slice_start) >= kSliceSeconds || !budget_left()) return requests;
-        requests = batch_from(first);
-        exhausted = requests.empty();
-        runner.prefetch(*plan.op, requests);
-        return requests;
-      };
-      std::vector<CaseRequest> requests = send_ahead(cell->summary.cases);
-      while (!requests.empty()) {
-        std::vector<CaseRequest> next = send_ahead(cell->summary.cases + requests.size());
-        std::vector<CaseOutcome> outcomes = runner.run_cases(*plan.op, requests);
-        for (std::size_t b = 0; b < outcomes.size(); ++b) {
-          process_outcome(*cell, requests[b], outcomes[b], runner, slice_start);
-          if (first_failure_found) break;
-        }
-        {
-          std::lock_guard<std::mutex> lock(shared);
-          snapshot.elapsed_s = seconds_since(start);
-          progress.tick(snapshot);
-        }
-        if (outcomes.size() < requests.size()) {  // interrupted: these cases have not all run
-          exhausted = false;
-          break;
-        }
-        if (first_failure_found) break;
-        requests = std::move(next);
+      if (outcomes.size() < requests.size()) {  // interrupted: these cases have not all run
+        exhausted = false;
+        break;
       }
-      if (exhausted) cell->done = true;  // every case of the cell has run
-      std::lock_guard<std::mutex> lock(shared);
-      cell->elapsed_s += seconds_since(slice_start);
-      cell->busy = false;
-      if (cell->done) ++snapshot.cells_done;
-      if (seconds_since(last_checkpoint) > options.checkpoint_interval_s) checkpoint_now();
-      cell_released.notify_all();
+      if (first_failure_found_) break;
+      requests = std::move(next);
     }
-  };
+    if (exhausted) cell.done = true;  // every case of the cell has run
+    std::lock_guard<std::mutex> lock(shared_);
+    cell.elapsed_s += seconds_since(slice_start);
+    cell.busy = false;
+    if (cell.done) ++snapshot_.cells_done;
+    if (seconds_since(last_checkpoint_) > options_.checkpoint_interval_s) checkpoint_now();
+    cell_released_.notify_all();
+  }
 
-  std::exception_ptr failure;
-  auto guarded_lane = [&](CaseRunner& runner) {
+  void guarded_lane(CaseRunner& runner) {
     try {
-      run_lane(runner);
+      while (CellState* cell = take_cell()) run_slice(runner, *cell);
     } catch (...) {
-      std::lock_guard<std::mutex> lock(shared);
-      if (!failure) failure = std::current_exception();
-      lane_failed = true;
-      cell_released.notify_all();
+      std::lock_guard<std::mutex> lock(shared_);
+      if (!failure_) failure_ = std::current_exception();
+      lane_failed_ = true;
+      cell_released_.notify_all();
     }
-  };
-  std::vector<std::thread> threads;
-  for (std::size_t lane = 1; lane < lanes.size(); ++lane) threads.emplace_back(guarded_lane, std::ref(*lanes[lane]));
-  guarded_lane(*lanes.front());
-  for (auto& thread : threads) thread.join();
-  if (failure) std::rethrow_exception(failure);
-  progress.finish();
-  report = assemble(cells, report, start);
-  report.partial = stop_requested();
-  return report;
+  }
+
+  const CampaignOptions& options_;
+  ProgressSink& progress_;
+  const std::vector<CaseRunner*>& lanes_;
+  const std::vector<CellPlan> plans_;
+  const Clock::time_point start_ = Clock::now();
+  reports::Report header_;  // config; cells and findings come from cells_
+  std::vector<CellState> cells_;
+  std::mutex shared_;
+  std::condition_variable cell_released_;
+  ProgressSnapshot snapshot_;
+  std::atomic<bool> first_failure_found_{false}, lane_failed_{false};
+  Clock::time_point last_checkpoint_ = Clock::now();
+  std::exception_ptr failure_;
+};
+
+}  // namespace
+
+reports::Report run_campaign(const Registry& registry, const CampaignOptions& options,
+                             ProgressSink& progress, const std::vector<CaseRunner*>& lanes) {
+  if (lanes.empty()) throw Error(ErrorKind::internal, "run_campaign: no lane to run cases on");
+  for (CaseRunner* lane : lanes) lane->warm_up();
+  return CampaignScheduler(registry, options, progress, lanes).run();
 }
 
 }  // namespace detfuzz::fuzz

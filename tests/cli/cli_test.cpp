@@ -35,8 +35,26 @@ using detfuzz::testing::detfuzz;
 using detfuzz::testing::Result;
 using detfuzz::testing::shell;
 
+// Starts `args` as our own child (output discarded) and returns its pid.
+pid_t spawn_process(std::vector<std::string> args);
+
 class Cli : public detfuzz::testing::ScratchDirTest {
  protected:
+  // A campaign (`run ARGUMENTS --jobs 2`) beside a CPU hog; its report, none of whose
+  // findings may be a hang.
+  nlohmann::json loaded_campaign_without_hangs(const std::string& arguments) {
+    pid_t hog = spawn_process({"/bin/sh", "-c", "while :; do :; done"});
+    EXPECT_GT(hog, 0);
+    Result r = detfuzz("run " + arguments + " --jobs 2 --progress none --report " + dir());
+    if (hog > 0) {
+      ::kill(hog, SIGKILL);
+      ::waitpid(hog, nullptr, 0);
+    }
+    EXPECT_TRUE(r.status == 0 || r.status == 1) << r.output;
+    nlohmann::json json = report();
+    for (const auto& f : json["findings"]) EXPECT_NE(f["kind"], "hang") << f.dump(1).substr(0, 2000);
+    return json;
+  }
   nlohmann::json report() const {
     std::ifstream file(dir_ / "report.json");
     return nlohmann::json::parse(file);
@@ -586,7 +604,6 @@ TEST_F(Cli, WorkerAnswersEveryCaseOfABatchItCannotRead) {
   EXPECT_GT(ran->times.generation_s, 0) << answers[5];
 }
 
-// Starts `args` as our own child (output discarded) and returns its pid.
 pid_t spawn_process(std::vector<std::string> args) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -745,15 +762,7 @@ TEST_F(Cli, KillNineOfACampaignLeavesNoZygoteAndNoWorker) {
 // beside them, the largest cases there are (batched_nms up to 10,001 boxes, roi_align on
 // large maps) and every cell's first cases: a correct target is never called hung.
 TEST_F(Cli, CorrectTargetsAreNeverCalledHungOnALoadedMachine) {
-  pid_t hog = spawn_process({"/bin/sh", "-c", "while :; do :; done"});
-  ASSERT_GT(hog, 0);
-  Result r = detfuzz("run --ops nms,batched_nms,roi_align --dtypes fp32 --cases 300 --jobs 2 --progress none "
-                     "--report " + dir());
-  ::kill(hog, SIGKILL);
-  ::waitpid(hog, nullptr, 0);
-  ASSERT_TRUE(r.status == 0 || r.status == 1) << r.output;
-  nlohmann::json json = report();
-  for (const auto& f : json["findings"]) EXPECT_NE(f["kind"], "hang") << f.dump(1).substr(0, 2000);
+  nlohmann::json json = loaded_campaign_without_hangs("--ops nms,batched_nms,roi_align --dtypes fp32 --cases 300");
   for (const auto& cell : json["cells"])
     if (cell["status"] == "ok") {
       EXPECT_EQ(cell["cases"], 300) << cell.dump().substr(0, 500);
@@ -764,15 +773,8 @@ TEST_F(Cli, CorrectTargetsAreNeverCalledHungOnALoadedMachine) {
 // 30,000 boxes, about a second each) beside a CPU hog:
 // their limits come from the cost model, pairs of boxes, so none is called hung.
 TEST_F(Cli, ThirtyThousandBoxNmsOnALoadedMachineIsNeverCalledHung) {
-  pid_t hog = spawn_process({"/bin/sh", "-c", "while :; do :; done"});
-  ASSERT_GT(hog, 0);
-  Result r = detfuzz("run --ops nms --targets torchvision --dtypes fp32 --cases 101 --max-boxes 30000 --jobs 2 "
-                     "--progress none --report " + dir());
-  ::kill(hog, SIGKILL);
-  ::waitpid(hog, nullptr, 0);
-  ASSERT_TRUE(r.status == 0 || r.status == 1) << r.output;
-  nlohmann::json json = report();
-  for (const auto& f : json["findings"]) EXPECT_NE(f["kind"], "hang") << f.dump(1).substr(0, 2000);
+  nlohmann::json json =
+      loaded_campaign_without_hangs("--ops nms --targets torchvision --dtypes fp32 --cases 101 --max-boxes 30000");
   ASSERT_EQ(json["cells"].size(), 1u);
   EXPECT_EQ(json["cells"][0]["cases"], 101);
 }
