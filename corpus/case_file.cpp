@@ -10,6 +10,7 @@
 #include "corpus/atomic_file.h"
 #include "model/dtype.h"
 #include "model/hash.h"
+#include "model/problems.h"
 #include "model/error.h"
 
 namespace detfuzz::corpus {
@@ -98,7 +99,7 @@ CaseFile case_from_json(const nlohmann::json& json, const std::string& where) {
   if (!dtype || !is_floating(*dtype)) bad(where, "dtype", "expected fp16, bf16, fp32 or fp64, got \"" + file.dtype + "\"");
   file.dtype = std::string(dtype_name(*dtype));
   file.device = string_field(json, "device", where);
-  if (file.device != "cpu" && file.device != "cuda") bad(where, "device", "expected cpu or cuda, got \"" + file.device + "\"");
+  if (!parse_device(file.device)) bad(where, "device", "expected cpu or cuda, got \"" + file.device + "\"");
   file.description = string_field(json, "description", where, false);
   auto input = json.find("input");
   if (input == json.end() || !input->is_object()) bad(where, "input", "missing or not an object");

@@ -3,37 +3,25 @@
 // by its warm spare (forked from the lane's zygote).
 #include "fuzz/runner.h"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
-#include <cerrno>
-#include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <deque>
-#include <fstream>
 #include <iostream>
 #include <map>
-#include <mutex>
-#include <sstream>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "corpus/atomic_file.h"
-#include "fuzz/answer_staging.h"
 #include "fuzz/case_timeout.h"
-#include "fuzz/zygote.h"
-#include "fuzz/campaign.h"
-#include "model/error.h"
 #include "fuzz/wire_format.h"
 #include "fuzz/worker_process.h"
+#include "fuzz/zygote.h"
+#include "model/error.h"
 
 namespace detfuzz::fuzz {
 

@@ -3,34 +3,18 @@
 #include "fuzz/runner.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
-
-#include <algorithm>
-#include <charconv>
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
-#include <cstring>
-#include <deque>
-#include <fstream>
 #include <iostream>
-#include <map>
-#include <mutex>
-#include <sstream>
+#include <string>
+#include <string_view>
 
-#include "corpus/atomic_file.h"
 #include "fuzz/answer_staging.h"
-#include "fuzz/case_timeout.h"
-#include "fuzz/zygote.h"
-#include "fuzz/campaign.h"
-#include "model/error.h"
+#include "fuzz/profile.h"
 #include "fuzz/wire_format.h"
 
 namespace detfuzz::fuzz {

@@ -334,7 +334,7 @@ std::string html_report(const Report& report) {
                         "<td class=\"num\">{}</td><td class=\"{}\">{}</td></tr>\n",
                         markup_escaped(c.op), markup_escaped(c.target), c.dtype, c.device, c.cases,
                         c.max_normalized_error < 0 ? "-" : number(c.max_normalized_error), c.findings, to_string(c.status),
-                        markup_escaped(c.status == CellStatus::unsupported ? "unsupported: " + c.reason : to_string(c.status)));
+                        markup_escaped(status_text(c)));
   html += "</table>\n";
 
   html += "<h2>Error distributions</h2>\n";

@@ -89,9 +89,7 @@ std::string markdown_summary(const Report& report) {
   md += "|---|---|---|---|---:|---:|---:|---|\n";
   for (const auto& c : report.cells) {
     const std::string error = c.max_normalized_error < 0 ? "-" : fmt::format("{:.3g}", c.max_normalized_error);
-    const std::string status = c.status == CellStatus::unsupported ? "unsupported: " + c.reason
-                                : c.status == CellStatus::failed    ? "**failed**"
-                                                                    : to_string(c.status);
+    const std::string status = c.status == CellStatus::failed ? "**failed**" : status_text(c);
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", markdown_cell(c.op), markdown_cell(c.target),
                       c.dtype, c.device, c.cases, error, c.findings, markdown_cell(status));
   }

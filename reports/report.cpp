@@ -67,6 +67,10 @@ std::optional<CellStatus> cell_status_from_string(const std::string& name) {
   return std::nullopt;
 }
 
+std::string status_text(const CellSummary& cell) {
+  return cell.status == CellStatus::unsupported ? "unsupported: " + cell.reason : to_string(cell.status);
+}
+
 std::string cell_id(const CellSummary& cell) {
   std::string id = cell.op + "/" + cell.target + "/" + cell.dtype + "/" + cell.device;
   return cell.case_name.empty() ? id : id + "/" + cell.case_name;
@@ -316,7 +320,7 @@ void print_summary(const Report& report, std::ostream& out) {
   for (const auto& c : report.cells) {
     std::string max_error = c.max_normalized_error < 0 ? "-" : fmt::format("{:.3g}", c.max_normalized_error);
     std::string rate = c.elapsed_s > 0 ? fmt::format("{:.0f}", c.cases / c.elapsed_s) : "-";
-    std::string status = c.status == CellStatus::unsupported ? "unsupported: " + c.reason : to_string(c.status);
+    std::string status = status_text(c);
     if (status.size() > 90) status = status.substr(0, 87) + "...";
     fmt::print(out, "{:<8} {:<12} {:<5} {:<6} {:>9} {:>8} {:>10} {:>9}  {}\n", c.op, c.target,
                c.dtype, c.device, c.cases, rate, max_error, c.findings, status);

@@ -50,6 +50,9 @@ struct CellSummary {
   std::vector<std::array<double, 2>> error_vs_magnitude;
 };
 
+// A cell's status as every table shows it: its name, or "unsupported: REASON".
+std::string status_text(const CellSummary& cell);
+
 // Bin i of an error histogram holds the errors in (edge[i-1], edge[i]]; bin 0 exact zeros.
 inline constexpr double kErrorHistogramUpperEdges[] = {0,    1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1,
                                                        1,    1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,

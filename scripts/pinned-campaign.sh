@@ -11,13 +11,14 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 strip_timings() {  # report.json without times, rates, profiles and the machine it ran on
   python3 - "$1" <<'PY'
-import json, sys
-drop = {"elapsed_s", "cases_per_second", "profile_s", "environment", "minimize_s", "started_at", "finished_at",
-        "wall_s", "duration_s", "timestamp", "path", "corpus_path", "case_file", "report_dir",
-        "found_after_s", "corpus"}
-def clean(v):
+import json, os, sys
+drop = {"elapsed_s", "cases_per_second", "profile_s", "minimize_s", "found_after_s",  # timings
+        "environment", "corpus"}  # the machine, the output folder
+def clean(v, key=None):
+    if key == "case_file" and isinstance(v, str):
+        return os.path.basename(v)  # content-addressed: the name is the case
     if isinstance(v, dict):
-        return {k: clean(x) for k, x in sorted(v.items()) if k not in drop}
+        return {k: clean(x, k) for k, x in sorted(v.items()) if k not in drop}
     if isinstance(v, list):
         return [clean(x) for x in v]
     return v
