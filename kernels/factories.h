@@ -14,6 +14,10 @@
 namespace detfuzz::kernels {
 
 Target<NmsProblem> torchvision_nms_target(const KernelConfig& config);
+
+// The boxes.numel() above which torchvision's batched_nms of `release` takes one nms per
+// class (_batched_nms_vanilla) instead of the coordinate trick, on `device`.
+std::int64_t batched_nms_vanilla_above(const TorchvisionRelease& release, Device device);
 Target<BoxIouProblem> aten_box_iou_target();
 Target<BoxAreaProblem> aten_box_area_target();
 Target<BoxCoderProblem> aten_box_coder_target();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,11 +85,26 @@ void check_bindings(const KernelConfig& config);
 // The families that take --bind, with their contract as a schema ("nms(Tensor dets, ...)").
 std::vector<std::pair<std::string, std::string>> binding_contracts();
 
+// A torchvision release, to select the behaviour of the Python logic that detfuzz ports
+// (kernels/aten): the ports follow the op library they run against.
+struct TorchvisionRelease {
+  int major = 0, minor = 0, patch = 0;
+  bool at_least(int major_at_least, int minor_at_least) const {
+    return major != major_at_least ? major > major_at_least : minor >= minor_at_least;
+  }
+};
+// "0.26.0+cu130", "0.14.1a0", "0.26" -> the release; nullopt when the text is no version.
+std::optional<TorchvisionRelease> parse_torchvision_release(const std::string& version);
+
 struct LibraryStatus {
   bool loaded = false;
   std::string path;
   std::string version;
-  std::string error;  // why it is not loaded
+  // The release the ports follow: the version's, or the newest detfuzz knows when version.py
+  // beside the library says none (a source build).
+  TorchvisionRelease release{0, 26, 0};
+  std::string error;                   // why it is not loaded
+  std::vector<std::string> preloaded;  // libraries loaded for its sake (PyPI wheels: libpython, libtorch_python)
 };
 
 // Loads torchvision's op library once per process (its TORCH_LIBRARY registrations cannot

@@ -3,6 +3,8 @@
 #include <torch/csrc/api/include/torch/version.h>
 
 #include "kernels/factories.h"
+#include "kernels/tensor_convert.h"
+#include "kernels/torchvision/dispatch.h"
 
 namespace detfuzz::kernels {
 
@@ -77,14 +79,22 @@ std::vector<std::pair<std::string, std::string>> environment(const KernelConfig&
   const LibraryStatus& torchvision = load_torchvision(config);
   std::vector<std::pair<std::string, std::string>> facts;
   facts.emplace_back("torch", TORCH_VERSION);
+  facts.emplace_back("torch_cuda", describe(libtorch_cuda()));
   facts.emplace_back("torchvision", torchvision.loaded ? torchvision.version : "unavailable");
   facts.emplace_back("torchvision_lib", torchvision.loaded ? torchvision.path : torchvision.error);
+  if (torchvision.loaded) facts.emplace_back("torchvision_cuda", torchvision_cuda_build());
+  if (!torchvision.preloaded.empty()) {
+    std::string preloaded;
+    for (const auto& path : torchvision.preloaded) preloaded += (preloaded.empty() ? "" : ", ") + path;
+    facts.emplace_back("torchvision_preloaded", preloaded + " (symbols only, for the library's link to libtorch_python)");
+  }
   std::string plugins, bindings;
   for (const auto& path : config.plugin_libraries) plugins += (plugins.empty() ? "" : ", ") + path;
   for (const auto& binding : config.bindings) bindings += (bindings.empty() ? "" : ", ") + binding;
   if (!plugins.empty()) facts.emplace_back("plugin_libraries", plugins);
   if (!bindings.empty()) facts.emplace_back("bindings", bindings);
-  facts.emplace_back("cuda", at::hasCUDA() ? "available" : "unavailable (CPU-only LibTorch or no GPU)");
+  const Availability cuda = aten_availability(Device::cuda);
+  facts.emplace_back("cuda", cuda.available ? "available" : cuda.reason);
   facts.emplace_back("torch_intra_op_threads", std::to_string(at::get_num_threads()));
   return facts;
 }

@@ -1,6 +1,8 @@
 #include "tensor_convert.h"
 
 #include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/csrc/api/include/torch/version.h>
 
 #include <string>
 
@@ -38,9 +40,36 @@ std::string dtype_label(at::ScalarType type) {
 
 }  // namespace
 
+LibtorchCuda libtorch_cuda() {
+  LibtorchCuda cuda;
+  try {
+    const at::CUDAHooksInterface& hooks = at::detail::getCUDAHooks();
+    cuda.built = hooks.hasCUDART();
+    if (cuda.built) {
+      const long version = hooks.versionCUDART();  // 13000 for 13.0
+      cuda.runtime_version = std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+      cuda.devices = hooks.hasCUDA() ? hooks.getNumGPUs() : 0;
+    }
+  } catch (const std::exception&) {
+    // A CUDA build whose driver cannot be initialised sees no device; the build stays known.
+    cuda.devices = 0;
+  }
+  return cuda;
+}
+
+std::string describe(const LibtorchCuda& cuda) {
+  if (!cuda.built) return "CPU-only build (no CUDA device can be used)";
+  return "CUDA " + cuda.runtime_version + " build, " +
+         (cuda.devices > 0 ? std::to_string(cuda.devices) + " GPU(s) visible" : std::string("no CUDA device"));
+}
+
 Availability aten_availability(Device device) {
-  if (device == Device::cuda && !at::hasCUDA())
-    return {false, "the LibTorch in use has no CUDA support (CPU-only build) or sees no GPU"};
+  if (device != Device::cuda) return {};
+  static const LibtorchCuda cuda = libtorch_cuda();
+  if (!cuda.built) return {false, "no CUDA device: the LibTorch in use (" TORCH_VERSION ") is a CPU-only build"};
+  if (cuda.devices == 0)
+    return {false, "no CUDA device: LibTorch " TORCH_VERSION " is a CUDA " + cuda.runtime_version +
+                       " build, but this machine has no GPU it can use"};
   return {};
 }
 

@@ -24,7 +24,20 @@ HostTensor to_host(const at::Tensor& tensor);
 // the fuzzer found.
 void rethrow_if_unsupported(const std::exception& error);
 
+// What the LibTorch in use knows of CUDA: whether it is a CUDA build (and of which CUDA
+// runtime, e.g. "13.0") and how many GPUs it sees. Never throws.
+struct LibtorchCuda {
+  bool built = false;
+  std::string runtime_version;  // empty for a CPU-only build
+  int devices = 0;
+};
+LibtorchCuda libtorch_cuda();
+
+// "CUDA 13.0 build" or "CPU-only build", then the devices seen: for list and the environment.
+std::string describe(const LibtorchCuda& cuda);
+
 // Where an ATen port can run: the CPU, and CUDA when this LibTorch has it and sees a GPU.
+// Without one the reason starts "no CUDA device" and says which half is missing.
 Availability aten_availability(Device device);
 
 template <class Body>

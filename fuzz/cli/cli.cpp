@@ -424,6 +424,10 @@ int list_command(bool as_json, const kernels::KernelConfig& kernel_config) {
     std::cout << listing.dump(2) << "\n";
     return 0;
   }
+  // The stack first: whether a cell below is unavailable often comes down to these lines.
+  fmt::print("environment:\n");
+  for (const auto& [key, value] : listing["environment"].items())
+    fmt::print("  {}: {}\n", key, value.is_string() ? value.get<std::string>() : value.dump());
   for (const auto& op : listing["ops"]) {
     fmt::print("{}: {}\n", op["name"].get<std::string>(), op["description"].get<std::string>());
     for (const auto& target : op["targets"]) {

@@ -1,8 +1,9 @@
 // Class-aware NMS as the libraries write it around their NMS kernel, ported to ATen with
 // their dtype behaviour, and torchvision::nms (the loaded op library) as that kernel:
-// - torchvision 0.14.1 torchvision/ops/boxes.py: batched_nms switches on boxes.numel()
-//   > 4,000 on CPU (20,000 on CUDA) from _batched_nms_coordinate_trick (offsets computed
-//   in the box dtype) to _batched_nms_vanilla (one nms per class, torch.unique order);
+// - torchvision torchvision/ops/boxes.py: batched_nms switches on boxes.numel() > 4,000 on
+//   CPU (on CUDA 20,000 in 0.14.1, 100,000 from 0.22: batched_nms_vanilla_above, which
+//   follows the loaded library's release) from _batched_nms_coordinate_trick (offsets
+//   computed in the box dtype) to _batched_nms_vanilla (one nms per class, torch.unique order);
 // - mmcv 1.7 mmcv/ops/nms.py batched_nms: offsets below split_thr (10,000 boxes), a
 //   per-class loop at or above it (over torch.unique(idxs) even when class_agnostic) that
 //   writes the kept scores into
@@ -21,9 +22,7 @@
 namespace detfuzz::kernels {
 namespace {
 
-constexpr std::int64_t kTorchvisionCpuSwitch = 4000;    // boxes.numel(), i.e. 1,000 boxes
-constexpr std::int64_t kTorchvisionCudaSwitch = 20000;  // 5,000 boxes
-constexpr std::int64_t kMmcvSplitThreshold = 10000;     // boxes
+constexpr std::int64_t kMmcvSplitThreshold = 10000;  // boxes
 
 at::Tensor coordinate_trick(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
                             double iou_threshold) {
@@ -36,9 +35,9 @@ at::Tensor coordinate_trick(const at::Tensor& boxes, const at::Tensor& scores, c
 enum class Strategy { switching, coordinate_trick, vanilla };
 
 at::Tensor torchvision_batched_nms(const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
-                                   double iou_threshold, Strategy strategy) {
+                                   double iou_threshold, Strategy strategy, const TorchvisionRelease& release) {
   if (strategy == Strategy::switching) {
-    const std::int64_t limit = boxes.is_cuda() ? kTorchvisionCudaSwitch : kTorchvisionCpuSwitch;
+    const std::int64_t limit = batched_nms_vanilla_above(release, boxes.is_cuda() ? Device::cuda : Device::cpu);
     strategy = boxes.numel() > limit ? Strategy::vanilla : Strategy::coordinate_trick;
   }
   return strategy == Strategy::vanilla ? vanilla(boxes, scores, idxs, iou_threshold)
@@ -169,13 +168,22 @@ Target<BatchedNmsProblem> batched_target(const KernelConfig& config, std::string
 Target<BatchedNmsProblem> torchvision_target(const KernelConfig& config, std::string name, std::string description,
                                              Strategy strategy) {
   return torchvision_style_target(config, std::move(name), std::move(description),
-                                  [strategy](const at::Tensor& boxes, const at::Tensor& scores, const at::Tensor& idxs,
-                                             double iou_threshold) {
-                                    return torchvision_batched_nms(boxes, scores, idxs, iou_threshold, strategy);
+                                  [config, strategy](const at::Tensor& boxes, const at::Tensor& scores,
+                                                     const at::Tensor& idxs, double iou_threshold) {
+                                    return torchvision_batched_nms(boxes, scores, idxs, iou_threshold, strategy,
+                                                                   load_torchvision(config).release);
                                   });
 }
 
 }  // namespace
+
+// torchvision/ops/boxes.py batched_nms: `boxes.numel() > (4000 if boxes.device.type == "cpu"
+// else 20000)` in 0.14.1; the CUDA limit became 100_000 with pytorch/vision#8925 (first in
+// 0.22.0), `4000 if cpu else 100_000` in 0.26.0.
+std::int64_t batched_nms_vanilla_above(const TorchvisionRelease& release, Device device) {
+  if (device == Device::cpu) return 4000;  // 1,000 boxes
+  return release.at_least(0, 22) ? 100000 : 20000;
+}
 
 at::Tensor nms(const at::Tensor& boxes, const at::Tensor& scores, double iou_threshold) {
   static const std::optional<c10::OperatorHandle> op = find_op("torchvision::nms");

@@ -105,8 +105,8 @@ bool available(std::string* reason) {
   const cudaError_t status = cudaGetDeviceCount(&devices);
   if (status != cudaSuccess || devices == 0) {
     if (reason)
-      *reason = status != cudaSuccess ? std::string("no usable GPU: ") + cudaGetErrorString(status)
-                                      : std::string("no GPU is visible (cudaGetDeviceCount = 0)");
+      *reason = status != cudaSuccess ? std::string("no CUDA device (cudaGetDeviceCount: ") + cudaGetErrorString(status) + ")"
+                                      : std::string("no CUDA device (cudaGetDeviceCount = 0)");
     return false;
   }
   return true;

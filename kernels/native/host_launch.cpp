@@ -41,7 +41,7 @@ void require_cuda() {
 
 bool cuda_available(std::string* reason) {
   if constexpr (!kCudaBuilt) {
-    if (reason) *reason = "this detfuzz was built without CUDA (no nvcc found, or -DDETFUZZ_CUDA=OFF)";
+    if (reason) *reason = "no CUDA device: this detfuzz was built without its CUDA kernels (no nvcc found, or -DDETFUZZ_CUDA=OFF)";
     return false;
   } else {
     return cuda::available(reason);

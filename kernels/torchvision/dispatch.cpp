@@ -26,13 +26,23 @@ std::vector<c10::IValue> call_boxed(const c10::OperatorHandle& op, std::vector<c
 Availability op_availability(const std::string& qualified_name, Device device) {
   auto op = find_op(qualified_name);
   if (!op) return {false, qualified_name + " is not registered by any loaded library"};
-  if (device == Device::cuda) {
-    if (!at::hasCUDA())
-      return {false, "the LibTorch in use has no CUDA support (CPU-only build) or sees no GPU"};
-    if (!op->hasKernelForDispatchKey(c10::DispatchKey::CUDA))
-      return {false, qualified_name + " has no CUDA kernel in the loaded library"};
-  }
+  if (device != Device::cuda) return {};
+  if (Availability libtorch = aten_availability(device); !libtorch.available) return libtorch;
+  if (!op->hasKernelForDispatchKey(c10::DispatchKey::CUDA))
+    return {false, qualified_name + " has no CUDA kernel in the loaded library (a CPU-only build of it)"};
   return {};
+}
+
+std::string torchvision_cuda_build() {
+  auto op = find_op("torchvision::_cuda_version");
+  if (!op) return "unknown (torchvision::_cuda_version is not registered)";
+  try {
+    const std::int64_t version = call_boxed(*op, {}).at(0).toInt();
+    if (version < 0) return "CPU-only build";
+    return "CUDA " + std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10) + " build";
+  } catch (const std::exception& error) {
+    return std::string("unknown (torchvision::_cuda_version failed: ") + error.what() + ")";
+  }
 }
 
 }  // namespace detfuzz::kernels

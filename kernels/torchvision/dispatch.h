@@ -24,4 +24,8 @@ std::vector<c10::IValue> call_boxed(const c10::OperatorHandle& op, std::vector<c
 // device's dispatch key.
 Availability op_availability(const std::string& qualified_name, Device device);
 
+// The loaded torchvision's own word on its CUDA build (torchvision::_cuda_version: -1 for a
+// CPU-only build, 13000 for CUDA 13.0): "CUDA 13.0 build" or "CPU-only build".
+std::string torchvision_cuda_build();
+
 }  // namespace detfuzz::kernels

@@ -88,6 +88,27 @@ TEST_F(Cli, CleanCampaignExitsZeroAndWritesTheReport) {
   EXPECT_EQ(r.output.find("where the time went"), std::string::npos);  // only with --profile
 }
 
+// Without a GPU (this machine; CI's) every cuda cell of a target that can run there is
+// unsupported and says the device is missing, whichever LibTorch: CPU-only Debian 1.13 or
+// PyPI's CUDA 13.0 build. The campaign completes and exits 0: nothing ran, nothing failed.
+TEST_F(Cli, EveryCudaCellWithoutAGpuSaysNoCudaDevice) {
+  Result listing = detfuzz("list --json");
+  ASSERT_EQ(listing.status, 0) << listing.output;
+  const nlohmann::json environment = nlohmann::json::parse(listing.output)["environment"];
+  if (environment["cuda"] == "available") GTEST_SKIP() << "this machine has a GPU";
+  EXPECT_EQ(environment["cuda"].get<std::string>().rfind("no CUDA device", 0), 0u) << environment.dump(2);
+  EXPECT_NE(environment["torch_cuda"].get<std::string>(), "");
+  EXPECT_NE(environment["torchvision_cuda"].get<std::string>(), "");
+  Result r = detfuzz("run --targets torchvision,aten,native --devices cuda --cases 2 --progress none --report " + dir());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json json = report();
+  ASSERT_GT(json["cells"].size(), 20u);
+  for (const auto& cell : json["cells"]) {
+    EXPECT_EQ(cell["status"], "unsupported") << cell.dump(2);
+    EXPECT_EQ(cell["reason"].get<std::string>().rfind("no CUDA device", 0), 0u) << cell.dump(2);
+  }
+}
+
 TEST_F(Cli, ProfilePrintsEachCellsShareOfTimeByPhase) {
   Result r = detfuzz("run --ops box_iou --dtypes fp32 --cases 40 --progress none --profile --report " + dir());
   ASSERT_EQ(r.status, 0) << r.output;

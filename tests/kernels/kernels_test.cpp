@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/factories.h"
 #include "kernels/target.h"
 #include "model/error.h"
 
@@ -178,6 +179,33 @@ TEST(TorchvisionBatchedNms, UsesTheCoordinateTrickUpTo1000BoxesOnCpuAndOneNmsPer
   EXPECT_TRUE(keeps(switching.run(trick_breaker(1001), DType::fp32, Device::cpu).at(0), 1));
   EXPECT_FALSE(keeps(batched_target("torchvision:coordinate_trick").run(trick_breaker(1001), DType::fp32, Device::cpu).at(0), 1));
   EXPECT_TRUE(keeps(batched_target("torchvision:vanilla").run(trick_breaker(10), DType::fp32, Device::cpu).at(0), 1));
+}
+
+// torchvision/ops/boxes.py batched_nms, release by release: 0.14.1 switches to one nms per
+// class above 4,000 coordinates on CPU and 20,000 on CUDA; pytorch/vision#8925 (0.22) moved
+// CUDA's to 100,000. The port follows the loaded library's release.
+TEST(TorchvisionBatchedNms, SwitchesStrategyAtTheSizeOfEachRelease) {
+  EXPECT_EQ(batched_nms_vanilla_above({0, 14, 1}, Device::cpu), 4000);
+  EXPECT_EQ(batched_nms_vanilla_above({0, 14, 1}, Device::cuda), 20000);
+  EXPECT_EQ(batched_nms_vanilla_above({0, 21, 0}, Device::cuda), 20000);
+  EXPECT_EQ(batched_nms_vanilla_above({0, 22, 0}, Device::cuda), 100000);
+  EXPECT_EQ(batched_nms_vanilla_above({0, 26, 0}, Device::cpu), 4000);
+  EXPECT_EQ(batched_nms_vanilla_above({0, 26, 0}, Device::cuda), 100000);
+  EXPECT_EQ(batched_nms_vanilla_above({1, 0, 0}, Device::cuda), 100000);
+}
+
+TEST(TorchvisionRelease, ParsesWheelDebianAndShortVersionsAndRejectsOtherText) {
+  const auto wheel = parse_torchvision_release("0.26.0+cu130");
+  ASSERT_TRUE(wheel);
+  EXPECT_EQ(wheel->minor, 26);
+  EXPECT_TRUE(wheel->at_least(0, 22));
+  const auto debian = parse_torchvision_release("0.14.1a0");
+  ASSERT_TRUE(debian);
+  EXPECT_EQ(debian->patch, 1);
+  EXPECT_FALSE(debian->at_least(0, 15));
+  EXPECT_TRUE(debian->at_least(0, 14));
+  EXPECT_EQ(parse_torchvision_release("0.3")->patch, 0);
+  EXPECT_FALSE(parse_torchvision_release("unknown"));
 }
 
 BatchedNmsProblem disjoint_boxes(std::size_t count, std::optional<DType> score_dtype) {
