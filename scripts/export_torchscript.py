@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Exports torchvision's own Python ops as TorchScript files for `detfuzz --bind FAMILY=script:FILE.pt`.
 
-Run with the Debian python3-torch / python3-torchvision (0.14.1):
+Run with the python whose torch detfuzz is built against (the CTest does): Debian's
+python3-torch / python3-torchvision 0.14.1, or DETFUZZ_TORCH_PYTHON's (torchvision 0.26.0):
     /usr/bin/python3 scripts/export_torchscript.py OUT_DIR
 It writes, into OUT_DIR, one file per op, each a scripted function saved with its `forward`:
     box_iou.pt                  torchvision.ops.box_iou                  --bind box_iou=script:...
@@ -35,9 +36,20 @@ def box_coder(mode: str, boxes: torch.Tensor, other: torch.Tensor, weights: List
     return coder.decode_single(other, boxes)
 
 
+# torchvision 0.2x's box_iou and box_area take a trailing `fmt: str = "xyxy"`, whose default a
+# scripted function saved to a file loses: these call them with the contract's arguments
+# only, i.e. with the default format, as a user's `box_iou(a, b)` does.
+def box_iou_as_called(boxes1: torch.Tensor, boxes2: torch.Tensor) -> torch.Tensor:
+    return box_iou(boxes1, boxes2)
+
+
+def box_area_as_called(boxes: torch.Tensor) -> torch.Tensor:
+    return box_area(boxes)
+
+
 EXPORTS = {
-    "box_iou": box_iou,
-    "box_area": box_area,
+    "box_iou": box_iou_as_called,
+    "box_area": box_area_as_called,
     "generalized_box_iou": generalized_box_iou,
     "generalized_box_iou_loss": generalized_box_iou_loss,
     "batched_nms": batched_nms,
