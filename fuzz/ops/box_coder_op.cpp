@@ -2,6 +2,7 @@
 // fp64 oracle (oracles/box_coder.h), the tiers of fuzz/compare/continuous.h. A row with a
 // hostile box, reference or delta (NaN, infinite, inverted) owes nothing but its shape.
 #include <algorithm>
+#include <cmath>
 
 #include "corpus/case_json.h"
 #include "fuzz/compare/continuous.h"
@@ -32,6 +33,36 @@ std::vector<compare::ExpectedValue> expected_values(const BoxCoderProblem& p, DT
   return expected;
 }
 
+// The decode stages whose overflow leaves the decoded corner finite in exact arithmetic:
+// torchvision's decode_single scales exp(dw) by the anchor's width, and exp(dh) by its height,
+// before halving them (pred_w, pred_h), in the codes' dtype. A corner x1 = ctr - pred_w / 2
+// can be in range while pred_w is not.
+constexpr const char* kPredictedWidth = "pred_w = exp(dw) * widths";
+constexpr const char* kPredictedHeight = "pred_h = exp(dh) * heights";
+
+compare::OverflowExplainer decode_explainer(const BoxCoderProblem& p, const kernels::Arithmetic& arithmetic, DType dtype) {
+  return [&p, &arithmetic, dtype](std::size_t element) -> std::optional<compare::StageOverflow> {
+    if (p.mode != BoxCoderProblem::Mode::decode) return std::nullopt;
+    const std::size_t row = element / 4;
+    const bool vertical = element % 2 == 1;  // y1, y2 come from pred_h
+    const char* stage = vertical ? kPredictedHeight : kPredictedWidth;
+    if (!arithmetic.in_storage(stage)) return std::nullopt;
+    const Box& box = p.boxes[row];
+    // The size is a difference of two values of one format (exact in double); the code is
+    // divided by its weight and clamped in the dtype, as the kernel does.
+    const double size = vertical ? box.y2 - box.y1 : box.x2 - box.x1;
+    const double code = round_to(dtype, p.deltas[row][vertical ? 3 : 2] / p.weights[vertical ? 3 : 2]);
+    const double scaled = std::exp(std::min(code, round_to(dtype, p.clip))) * size;
+    if (!std::isfinite(scaled) || std::isinf(round_to(dtype, size))) return std::nullopt;
+    // exp, then the product: two roundings of at most an ulp each.
+    const double reach = std::fabs(scaled) + 2 * ulp(dtype, scaled);
+    for (double value : {std::fabs(scaled), reach})
+      if (std::isinf(round_to(dtype, value)))
+        return compare::StageOverflow{stage, std::fabs(scaled), reach, dtype, arithmetic.source};
+    return std::nullopt;
+  };
+}
+
 compare::Judgement judge(const BoxCoderProblem& problem, const BoxCoderTarget& target, DType dtype, Device device) {
   bool hostile = false;
   for (std::size_t i = 0; i < problem.boxes.size(); ++i) hostile = hostile || hostile_row(problem, i);
@@ -42,7 +73,8 @@ compare::Judgement judge(const BoxCoderProblem& problem, const BoxCoderTarget& t
                                    {static_cast<std::int64_t>(problem.boxes.size()), 4},
                                    std::string(dtype_name(dtype)),
                                    device};
-  compare::Judgement judgement = compare::compare_continuous(output, expected_values(problem, dtype), contract, dtype);
+  compare::Judgement judgement = compare::compare_continuous(output, expected_values(problem, dtype), contract, dtype,
+                                                             decode_explainer(problem, target.arithmetic, dtype));
   judgement.outputs = {output};
   return judgement;
 }

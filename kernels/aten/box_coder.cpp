@@ -56,8 +56,14 @@ at::Tensor encode_single(const at::Tensor& reference_boxes, const at::Tensor& pr
 Target<BoxCoderProblem> aten_box_coder_target() {
   Target<BoxCoderProblem> target;
   target.name = "torchvision";
-  target.description = "ATen port of torchvision 0.14.1 models/detection/_utils.py BoxCoder (encode_single, decode_single)";
+  target.description =
+      "ATen port of torchvision models/detection/_utils.py BoxCoder (encode_single, decode_single; the same in "
+      "0.14.1 and 0.26.0)";
   target.availability = aten_availability;
+  // Every step in the codes' dtype (torch 1.13 has no Half clamp_max on the CPU, so fp16
+  // runs from torch 2.x on): pred_w and pred_h can pass fp16's range where the corners fit.
+  target.arithmetic = {{"*"}, "torchvision 0.14.1 / 0.26.0 models/detection/_utils.py BoxCoder.decode_single: "
+                              "boxes.to(rel_codes.dtype), pred_w = torch.exp(dw) * widths[:, None] in that dtype"};
   target.run = [](const BoxCoderProblem& p, DType dtype, Device device) {
     return translating_unsupported([&] {
       at::Tensor boxes = boxes_tensor(p.boxes, dtype, device);
