@@ -33,7 +33,8 @@ GatePolicy read_gate_policy(const std::string& path) {
                                                {"error_floor", &policy.error_floor}};
   const std::map<std::string, bool*> flags{{"fail_on_new_findings", &policy.fail_on_new_findings},
                                            {"fail_on_unsupported", &policy.fail_on_unsupported},
-                                           {"fail_on_error_growth", &policy.fail_on_error_growth}};
+                                           {"fail_on_error_growth", &policy.fail_on_error_growth},
+                                           {"fail_on_findings_in_new_cells", &policy.fail_on_findings_in_new_cells}};
   for (const auto& [key, value] : json.items()) {
     if (auto n = numbers.find(key); n != numbers.end() && value.is_number() && value.get<double>() >= 0) {
       *n->second = value.get<double>();
@@ -43,7 +44,7 @@ GatePolicy read_gate_policy(const std::string& path) {
       throw Error(ErrorKind::input,
                   fmt::format("gate policy {}: '{}' is not a known key with a valid value; known: max_error_growth "
                               "(number >= 0), error_floor (number >= 0), fail_on_new_findings, fail_on_unsupported, "
-                              "fail_on_error_growth (true/false)",
+                              "fail_on_error_growth, fail_on_findings_in_new_cells (true/false)",
                               path, key));
     }
   }
@@ -80,12 +81,15 @@ GateResult gate(const Report& baseline, const Report& candidate, const GateOptio
     as_candidate.target = renamed(c.target);
     before[cell_id(as_candidate)] = &c;
   }
-  std::set<std::string> seen;
+  // Campaign cells only: a replay report's cell is one corpus case, and its findings do not
+  // name the case, so a newly supported case must not excuse its neighbours' findings.
+  std::set<std::string> seen, newly_supported;
   for (const auto& c : candidate.cells) {
     const std::string id = cell_id(c);
     seen.insert(id);
     auto it = before.find(id);
     if (it == before.end()) {
+      if (c.case_name.empty()) newly_supported.insert(id);
       add({id, "new cell", "-", to_string(c.status), false, false, false});
       continue;
     }
@@ -95,7 +99,10 @@ GateResult gate(const Report& baseline, const Report& candidate, const GateOptio
       add({id, "unsupported", "supported", "unsupported: " + c.reason, true, policy.fail_on_unsupported, false});
       continue;
     }
-    if (!was_supported && is_supported) add({id, "now supported", "unsupported", "supported", false, false, true});
+    if (!was_supported && is_supported) {
+      if (c.case_name.empty()) newly_supported.insert(id);
+      add({id, "now supported", "unsupported", "supported", false, false, true});
+    }
     const double e0 = b.max_normalized_error, e1 = c.max_normalized_error;
     if (e0 >= 0 && e1 >= 0 && e0 != e1) {
       const bool crossed = e0 <= 1 && e1 > 1;
@@ -118,10 +125,16 @@ GateResult gate(const Report& baseline, const Report& candidate, const GateOptio
   std::map<std::string, const FindingRecord*> old_findings, new_findings;
   for (const auto& f : baseline.findings) old_findings[signature(f, renamed(f.target))] = &f;
   for (const auto& f : candidate.findings) new_findings[signature(f, f.target)] = &f;
-  for (const auto& [sig, f] : new_findings)
-    if (!old_findings.count(sig))
-      add({sig, f->fails ? "new failing finding" : "new finding (not failing)", "-", f->message, true,
-           f->fails && policy.fail_on_new_findings, false});
+  for (const auto& [sig, f] : new_findings) {
+    if (old_findings.count(sig)) continue;
+    if (newly_supported.count(key(f->op, f->target, f->dtype, f->device))) {
+      add({sig, f->fails ? "failing finding, new cell" : "finding, new cell (not failing)", "-", f->message, true,
+           f->fails && policy.fail_on_new_findings && policy.fail_on_findings_in_new_cells, false});
+      continue;
+    }
+    add({sig, f->fails ? "new failing finding" : "new finding (not failing)", "-", f->message, true,
+         f->fails && policy.fail_on_new_findings, false});
+  }
   for (const auto& [sig, f] : old_findings)
     if (!new_findings.count(sig)) add({sig, "finding gone", f->message, "-", false, false, true});
   return result;

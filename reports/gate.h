@@ -4,8 +4,10 @@
 // The candidate is worse, and the gate fails, when it has a failing finding signature (op,
 // target, dtype, device, kind, property) the baseline lacks, when a cell became unsupported
 // or went missing, or when a cell's max normalized error grew past the policy (crossed 1,
-// or grew more than `max_error_growth` times above `error_floor`). Everything else that
-// changed is listed too, better or worse.
+// or grew more than `max_error_growth` times above `error_floor`). A finding in a cell the
+// baseline could not run (a new cell, or one now supported) is no regression: the old library
+// was never tested there, so it is printed, worse, and fails only under
+// `fail_on_findings_in_new_cells`. Everything else that changed is listed too, better or worse.
 #pragma once
 
 #include <iosfwd>
@@ -23,6 +25,7 @@ struct GatePolicy {
   bool fail_on_new_findings = true;
   bool fail_on_unsupported = true;
   bool fail_on_error_growth = true;
+  bool fail_on_findings_in_new_cells = false;
 };
 
 // A policy file: a JSON object with any of GatePolicy's fields; anything else is

@@ -919,7 +919,8 @@ int main_with_args(int argc, char** argv) {
       ->required();
   gate->add_option("--policy", gate_settings.policy,
                    "JSON: max_error_growth (default 2), error_floor (0.01), fail_on_new_findings, "
-                   "fail_on_unsupported, fail_on_error_growth (true)");
+                   "fail_on_unsupported, fail_on_error_growth (true), fail_on_findings_in_new_cells (false: a "
+                   "finding where the baseline could not run is printed, not a regression)");
   gate->add_option("--rename-target", gate_settings.renames,
                    "OLD=NEW: compare the baseline's target OLD with the candidate's NEW (repeatable)");
   gate->add_flag("--allow-config-mismatch", gate_settings.allow_config_mismatch,

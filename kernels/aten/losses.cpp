@@ -1,5 +1,5 @@
 // Detection losses as users call them: torch.nn.functional smooth_l1_loss / l1_loss
-// (ATen 1.13, whatever dtype support it has), and torchvision 0.14.1
+// (the linked ATen, whatever dtype support it has: 1.13 or 2.x), and torchvision 0.14.1 (= 0.26.0)
 // models/detection/roi_heads.py fastrcnn_loss written with the same ATen calls:
 //   classification_loss = F.cross_entropy(class_logits, labels)
 //   box_loss = F.smooth_l1_loss(box_regression[pos, labels_pos], regression_targets[pos],
@@ -40,7 +40,7 @@ at::Tensor fastrcnn_box_loss(const at::Tensor& box_regression, const at::Tensor&
 Target<RegressionLossProblem> aten_regression_loss_target() {
   Target<RegressionLossProblem> target;
   target.name = "torch";
-  target.description = "at::smooth_l1_loss / at::l1_loss of LibTorch (torch.nn.functional, PyTorch 1.13)";
+  target.description = "at::smooth_l1_loss / at::l1_loss of the LibTorch in use (torch.nn.functional)";
   target.availability = aten_availability;
   target.run = [](const RegressionLossProblem& p, DType dtype, Device device) {
     return translating_unsupported([&] {
@@ -57,7 +57,7 @@ Target<RegressionLossProblem> aten_regression_loss_target() {
 Target<FastRcnnLossProblem> torchvision_fast_rcnn_loss_target(BoxLossNormalizer normalizer) {
   Target<FastRcnnLossProblem> target;
   target.name = "torchvision";
-  target.description = "ATen port of torchvision 0.14.1 models/detection/roi_heads.py fastrcnn_loss";
+  target.description = "ATen port of torchvision models/detection/roi_heads.py fastrcnn_loss (the same in 0.14.1 and 0.26.0)";
   target.availability = aten_availability;
   target.run = [normalizer](const FastRcnnLossProblem& p, DType dtype, Device device) {
     return translating_unsupported([&] {

@@ -86,6 +86,53 @@ TEST(BoxCoderOp, DecodeWithoutTheClampIsCaughtAndTheFaithfulOneIsNot) {
                   .consistent());
 }
 
+// torchvision's decode_single as written: every stage rounded to the codes' dtype, the
+// clamp included; `arithmetic` says so (or not).
+kernels::Target<BoxCoderProblem> decode_in_the_dtype(kernels::Arithmetic arithmetic) {
+  kernels::Target<BoxCoderProblem> target;
+  target.name = "in_dtype";
+  target.arithmetic = std::move(arithmetic);
+  target.availability = [](Device) { return kernels::Availability{}; };
+  target.run = [](const BoxCoderProblem& p, DType dtype, Device) {
+    auto r = [dtype](double v) { return round_to(dtype, v); };
+    HostTensor out{{static_cast<std::int64_t>(p.boxes.size()), 4}, std::string(dtype_name(dtype)), "cpu", {}};
+    for (std::size_t i = 0; i < p.boxes.size(); ++i) {
+      const Box& b = p.boxes[i];
+      const auto& d = p.deltas[i];
+      const double w = r(b.x2 - b.x1), h = r(b.y2 - b.y1);
+      const double cx = r(r(d[0] / p.weights[0]) * w + r(b.x1 + r(0.5 * w)));
+      const double cy = r(r(d[1] / p.weights[1]) * h + r(b.y1 + r(0.5 * h)));
+      const double dw = std::min(r(d[2] / p.weights[2]), r(p.clip)), dh = std::min(r(d[3] / p.weights[3]), r(p.clip));
+      const double half_w = r(0.5 * r(r(std::exp(dw)) * w)), half_h = r(0.5 * r(r(std::exp(dh)) * h));
+      for (double v : {cx - half_w, cy - half_h, cx + half_w, cy + half_h}) out.values.push_back(r(v));
+    }
+    return std::vector<HostTensor>{out};
+  };
+  return target;
+}
+
+TEST(BoxCoderOp, AnFp16DecodeWhoseScaledHeightOverflowsIsADtypeOverflowOfPredH) {
+  // exp(7 / 5) * 16376 = 66405 passes fp16's 65504; the corners (8188 +- 33203) fit.
+  BoxCoderProblem tall = decode_problem({0, 0, 0, 7}, {10, 10, 5, 5});
+  tall.boxes = {{0, 0, 0, 16376}};
+  const nlohmann::json json = corpus::to_json(tall);
+  auto declared = make_box_coder_harness({decode_in_the_dtype({{"*"}, "decode_single in the codes' dtype"})});
+  auto judgement = declared->judge_json(json, "in_dtype", DType::fp16, Device::cpu);
+  ASSERT_FALSE(judgement.consistent());
+  EXPECT_EQ(judgement.verdicts[0].kind, FindingKind::dtype_overflow);
+  EXPECT_NE(judgement.verdicts[0].message.find("pred_h = exp(dh) * heights in fp16"), std::string::npos)
+      << judgement.verdicts[0].message;
+  // The same kernel that claims fp32 arithmetic has no excuse: its infinity is a bug.
+  auto undeclared = make_box_coder_harness({decode_in_the_dtype({})});
+  judgement = undeclared->judge_json(json, "in_dtype", DType::fp16, Device::cpu);
+  ASSERT_FALSE(judgement.consistent());
+  EXPECT_NE(judgement.verdicts[0].kind, FindingKind::dtype_overflow);
+  // At half the height nothing overflows: what is left is fp16's rounding at every stage.
+  tall.boxes = {{0, 0, 0, 8192}};
+  judgement = declared->judge_json(corpus::to_json(tall), "in_dtype", DType::fp16, Device::cpu);
+  for (const auto& verdict : judgement.verdicts) EXPECT_EQ(verdict.kind, FindingKind::precision) << verdict.message;
+}
+
 TEST(BoxCoderOp, TorchvisionPortMatchesTheOracleInFp32AndFp64) {
   auto op = make_box_coder_harness(kernels::box_coder_targets({}));
   BoxCoderProblem encode;

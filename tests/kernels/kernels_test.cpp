@@ -4,6 +4,7 @@
 #include <c10/util/Half.h>
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
+#include <torch/csrc/api/include/torch/version.h>
 
 #include <algorithm>
 #include <cmath>
@@ -206,6 +207,35 @@ TEST(TorchvisionRelease, ParsesWheelDebianAndShortVersionsAndRejectsOtherText) {
   EXPECT_TRUE(debian->at_least(0, 14));
   EXPECT_EQ(parse_torchvision_release("0.3")->patch, 0);
   EXPECT_FALSE(parse_torchvision_release("unknown"));
+}
+
+// torchvision's BoxCoder.decode_single in fp16: LibTorch 1.13 has no Half clamp_max on the
+// CPU, so the cell is unsupported there; 2.x runs it, in fp16 throughout, and
+// pred_h = exp(7 / 5) * 16376 = 66405 overflows where the true corners (8188 +- 33203) fit.
+TEST(TorchvisionBoxCoder, Fp16DecodeIsUnsupportedBeforeTorch2AndOverflowsPredHFrom2On) {
+  const auto target = box_coder_targets({}).at(0);
+  ASSERT_EQ(target.name, "torchvision");
+  BoxCoderProblem tall;
+  tall.boxes = {{0, 0, 0, 16376}};
+  tall.deltas = {{0, 0, 0, 7}};
+  tall.weights = {10, 10, 5, 5};
+#if TORCH_VERSION_MAJOR < 2
+  try {
+    target.run(tall, DType::fp16, Device::cpu);
+    FAIL() << "LibTorch 1.13's CPU clamp_max has no Half kernel";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::unsupported);
+    EXPECT_NE(std::string(e.what()).find("Half"), std::string::npos) << e.what();
+  }
+#else
+  const HostTensor decoded = target.run(tall, DType::fp16, Device::cpu).at(0);
+  ASSERT_EQ(decoded.values.size(), 4u);
+  EXPECT_EQ(decoded.values[0], 0);
+  EXPECT_EQ(decoded.values[2], 0);
+  EXPECT_FALSE(std::isfinite(decoded.values[1]));
+  EXPECT_FALSE(std::isfinite(decoded.values[3]));
+  EXPECT_TRUE(target.arithmetic.in_storage("pred_h = exp(dh) * heights"));
+#endif
 }
 
 BatchedNmsProblem disjoint_boxes(std::size_t count, std::optional<DType> score_dtype) {

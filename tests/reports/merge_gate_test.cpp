@@ -294,6 +294,36 @@ TEST(Gate, ACellThatBecameUnsupportedOrWentMissingFails) {
   EXPECT_TRUE(has_change(gate(baseline(), candidate, rename_old_to_new()), "cell missing", true));
 }
 
+TEST(Gate, AFindingWhereTheBaselineCouldNotRunIsPrintedButFailsOnlyUnderItsPolicy) {
+  Report old_library = baseline();
+  old_library.cells[1] = cell("old", "fp16", 0, -1, "unsupported");
+  Report candidate = renamed(baseline(), "new");
+  candidate.findings.push_back(finding("new", "fp16", "nan", 2, 3));
+  GateResult result = gate(old_library, candidate, rename_old_to_new());
+  EXPECT_TRUE(result.pass);
+  EXPECT_TRUE(has_change(result, "now supported", false));
+  EXPECT_TRUE(has_change(result, "failing finding, new cell", false));
+  EXPECT_FALSE(has_change(result, "new failing finding", false));
+
+  GateOptions strict = rename_old_to_new();
+  strict.policy.fail_on_findings_in_new_cells = true;
+  result = gate(old_library, candidate, strict);
+  EXPECT_FALSE(result.pass);
+  EXPECT_TRUE(has_change(result, "failing finding, new cell", true));
+
+  // A cell the baseline never had is as new as one it could not run.
+  old_library.cells.pop_back();
+  result = gate(old_library, candidate, rename_old_to_new());
+  EXPECT_TRUE(has_change(result, "new cell", false));
+  EXPECT_TRUE(has_change(result, "failing finding, new cell", false));
+  EXPECT_TRUE(result.pass);
+
+  // The same finding where the baseline ran is a regression.
+  result = gate(baseline(), candidate, rename_old_to_new());
+  EXPECT_FALSE(result.pass);
+  EXPECT_TRUE(has_change(result, "new failing finding", true));
+}
+
 TEST(Gate, WithoutTheRenameTheTargetsAreDifferentCells) {
   const GateResult result = gate(baseline(), renamed(baseline(), "new"), {});
   EXPECT_FALSE(result.pass);
@@ -325,6 +355,9 @@ TEST_F(Files, GatePolicyFilesAcceptTheKnownKeysOnly) {
   EXPECT_EQ(policy.error_floor, 0.1);
   EXPECT_FALSE(policy.fail_on_unsupported);
   EXPECT_TRUE(policy.fail_on_new_findings);
+  EXPECT_FALSE(policy.fail_on_findings_in_new_cells);
+  std::ofstream(path) << R"({"fail_on_findings_in_new_cells": true})";
+  EXPECT_TRUE(read_gate_policy(path).fail_on_findings_in_new_cells);
   std::ofstream(path) << R"({"max_error_grwoth": 4})";
   try {
     read_gate_policy(path);
