@@ -34,9 +34,12 @@ std::vector<compare::ExpectedValue> expected_values(const BoxCoderProblem& p, DT
 }
 
 // The decode stages whose overflow leaves the decoded corner finite in exact arithmetic:
-// torchvision's decode_single scales exp(dw) by the anchor's width, and exp(dh) by its height,
-// before halving them (pred_w, pred_h), in the codes' dtype. A corner x1 = ctr - pred_w / 2
-// can be in range while pred_w is not.
+// torchvision's decode_single takes the anchor's width (x2 - x1) and height in the codes'
+// dtype, then scales exp(dw) by the width and exp(dh) by the height before halving them
+// (pred_w, pred_h). [-32768, 32752] is 65,520 wide, which fp16 rounds to infinity, and a
+// corner x1 = ctr - pred_w / 2 can be in range while pred_w is not.
+constexpr const char* kWidth = "widths = boxes[:, 2] - boxes[:, 0]";
+constexpr const char* kHeight = "heights = boxes[:, 3] - boxes[:, 1]";
 constexpr const char* kPredictedWidth = "pred_w = exp(dw) * widths";
 constexpr const char* kPredictedHeight = "pred_h = exp(dh) * heights";
 
@@ -44,22 +47,27 @@ compare::OverflowExplainer decode_explainer(const BoxCoderProblem& p, const kern
   return [&p, &arithmetic, dtype](std::size_t element) -> std::optional<compare::StageOverflow> {
     if (p.mode != BoxCoderProblem::Mode::decode) return std::nullopt;
     const std::size_t row = element / 4;
-    const bool vertical = element % 2 == 1;  // y1, y2 come from pred_h
-    const char* stage = vertical ? kPredictedHeight : kPredictedWidth;
-    if (!arithmetic.in_storage(stage)) return std::nullopt;
+    const bool vertical = element % 2 == 1;  // y1, y2 come from the height
+    // A value that fp16 rounds past its largest finite, or may once each of `roundings`
+    // operations has rounded it by up to an ulp.
+    auto overflowing = [&](const char* stage, double value, int roundings) -> std::optional<compare::StageOverflow> {
+      if (!arithmetic.in_storage(stage) || !std::isfinite(value)) return std::nullopt;
+      const double reach = std::fabs(value) + roundings * ulp(dtype, value);
+      for (double v : {std::fabs(value), reach})
+        if (std::isinf(round_to(dtype, v)))
+          return compare::StageOverflow{stage, std::fabs(value), reach, dtype, arithmetic.source};
+      return std::nullopt;
+    };
     const Box& box = p.boxes[row];
-    // The size is a difference of two values of one format (exact in double); the code is
-    // divided by its weight and clamped in the dtype, as the kernel does.
+    // The size is a difference of two values of one format: exact in double, one rounding.
     const double size = vertical ? box.y2 - box.y1 : box.x2 - box.x1;
+    if (auto o = overflowing(vertical ? kHeight : kWidth, size, 0)) return o;
+    if (std::isinf(round_to(dtype, size))) return std::nullopt;
+    // The code is divided by its weight and clamped in the dtype, as the kernel does; then
+    // exp and the product: two roundings.
     const double code = round_to(dtype, p.deltas[row][vertical ? 3 : 2] / p.weights[vertical ? 3 : 2]);
     const double scaled = std::exp(std::min(code, round_to(dtype, p.clip))) * size;
-    if (!std::isfinite(scaled) || std::isinf(round_to(dtype, size))) return std::nullopt;
-    // exp, then the product: two roundings of at most an ulp each.
-    const double reach = std::fabs(scaled) + 2 * ulp(dtype, scaled);
-    for (double value : {std::fabs(scaled), reach})
-      if (std::isinf(round_to(dtype, value)))
-        return compare::StageOverflow{stage, std::fabs(scaled), reach, dtype, arithmetic.source};
-    return std::nullopt;
+    return overflowing(vertical ? kPredictedHeight : kPredictedWidth, scaled, 2);
   };
 }
 

@@ -111,7 +111,7 @@ kernels::Target<BoxCoderProblem> decode_in_the_dtype(kernels::Arithmetic arithme
   return target;
 }
 
-TEST(BoxCoderOp, AnFp16DecodeWhoseScaledHeightOverflowsIsADtypeOverflowOfPredH) {
+TEST(BoxCoderOp, AnFp16DecodeWhoseWidthOrScaledHeightOverflowsIsADtypeOverflowOfThatStage) {
   // exp(7 / 5) * 16376 = 66405 passes fp16's 65504; the corners (8188 +- 33203) fit.
   BoxCoderProblem tall = decode_problem({0, 0, 0, 7}, {10, 10, 5, 5});
   tall.boxes = {{0, 0, 0, 16376}};
@@ -127,6 +127,14 @@ TEST(BoxCoderOp, AnFp16DecodeWhoseScaledHeightOverflowsIsADtypeOverflowOfPredH) 
   judgement = undeclared->judge_json(json, "in_dtype", DType::fp16, Device::cpu);
   ASSERT_FALSE(judgement.consistent());
   EXPECT_NE(judgement.verdicts[0].kind, FindingKind::dtype_overflow);
+  // An anchor 65,520 wide: its width is already infinite in fp16, and the corners NaN.
+  BoxCoderProblem wide = decode_problem({0, 0, 0, 0});
+  wide.boxes = {{-32768, 0, 32752, 0}};
+  judgement = declared->judge_json(corpus::to_json(wide), "in_dtype", DType::fp16, Device::cpu);
+  ASSERT_FALSE(judgement.consistent());
+  EXPECT_EQ(judgement.verdicts[0].kind, FindingKind::dtype_overflow);
+  EXPECT_NE(judgement.verdicts[0].message.find("widths = boxes[:, 2] - boxes[:, 0] in fp16"), std::string::npos)
+      << judgement.verdicts[0].message;
   // At half the height nothing overflows: what is left is fp16's rounding at every stage.
   tall.boxes = {{0, 0, 0, 8192}};
   judgement = declared->judge_json(corpus::to_json(tall), "in_dtype", DType::fp16, Device::cpu);
