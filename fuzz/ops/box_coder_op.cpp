@@ -33,41 +33,75 @@ std::vector<compare::ExpectedValue> expected_values(const BoxCoderProblem& p, DT
   return expected;
 }
 
-// The decode stages whose overflow leaves the decoded corner finite in exact arithmetic:
-// torchvision's decode_single takes the anchor's width (x2 - x1) and height in the codes'
-// dtype, then scales exp(dw) by the width and exp(dh) by the height before halving them
-// (pred_w, pred_h). [-32768, 32752] is 65,520 wide, which fp16 rounds to infinity, and a
-// corner x1 = ctr - pred_w / 2 can be in range while pred_w is not.
-constexpr const char* kWidth = "widths = boxes[:, 2] - boxes[:, 0]";
-constexpr const char* kHeight = "heights = boxes[:, 3] - boxes[:, 1]";
-constexpr const char* kPredictedWidth = "pred_w = exp(dw) * widths";
-constexpr const char* kPredictedHeight = "pred_h = exp(dh) * heights";
+// The stages of torchvision's BoxCoder (models/detection/_utils.py, 0.14.1 = 0.26.0) whose
+// overflow leaves the coded value finite in exact arithmetic; every one runs in the codes'
+// dtype. decode_single: widths = x2 - x1 ([-32768, 32752] is 65,520 wide, which fp16 rounds
+// to infinity), pred_ctr_x = dx * widths + ctr_x and pred_w = exp(dw) * widths (a corner
+// pred_ctr_x - pred_w / 2 can fit while either does not). encode_boxes: the two boxes' widths, wx * (gt_ctr_x - ex_ctr_x) before the
+// division by ex_widths, and gt_widths / ex_widths before the log.
+struct CoderStages {
+  const char* anchor_size;    // decode
+  const char* proposal_size;  // encode
+  const char* reference_size;
+  const char* scaled_offset;
+  const char* size_ratio;
+  const char* predicted_centre;
+  const char* predicted_size;
+};
+constexpr CoderStages kHorizontal{"widths = boxes[:, 2] - boxes[:, 0]", "ex_widths = proposals_x2 - proposals_x1",
+                                  "gt_widths = reference_boxes_x2 - reference_boxes_x1",
+                                  "wx * (gt_ctr_x - ex_ctr_x)", "gt_widths / ex_widths",
+                                  "pred_ctr_x = dx * widths + ctr_x", "pred_w = exp(dw) * widths"};
+constexpr CoderStages kVertical{"heights = boxes[:, 3] - boxes[:, 1]", "ex_heights = proposals_y2 - proposals_y1",
+                                "gt_heights = reference_boxes_y2 - reference_boxes_y1",
+                                "wy * (gt_ctr_y - ex_ctr_y)", "gt_heights / ex_heights",
+                                "pred_ctr_y = dy * heights + ctr_y", "pred_h = exp(dh) * heights"};
 
-compare::OverflowExplainer decode_explainer(const BoxCoderProblem& p, const kernels::Arithmetic& arithmetic, DType dtype) {
+compare::OverflowExplainer coder_explainer(const BoxCoderProblem& p, const kernels::Arithmetic& arithmetic,
+                                           DType dtype) {
   return [&p, &arithmetic, dtype](std::size_t element) -> std::optional<compare::StageOverflow> {
-    if (p.mode != BoxCoderProblem::Mode::decode) return std::nullopt;
-    const std::size_t row = element / 4;
-    const bool vertical = element % 2 == 1;  // y1, y2 come from the height
-    // A value that fp16 rounds past its largest finite, or may once each of `roundings`
-    // operations has rounded it by up to an ulp.
-    auto overflowing = [&](const char* stage, double value, int roundings) -> std::optional<compare::StageOverflow> {
-      if (!arithmetic.in_storage(stage) || !std::isfinite(value)) return std::nullopt;
+    const std::size_t row = element / 4, column = element % 4;
+    const bool vertical = column % 2 == 1;  // y1, y2 / dy, dh
+    const CoderStages& stage = vertical ? kVertical : kHorizontal;
+    auto r = [dtype](double v) { return round_to(dtype, v); };
+    // The stage's value when fp16 rounds it past its largest finite, or may once each of
+    // `roundings` operations has moved it by up to an ulp; else nothing.
+    auto overflowing = [&](const char* name, double value, int roundings) -> std::optional<compare::StageOverflow> {
+      if (!arithmetic.in_storage(name) || !std::isfinite(value)) return std::nullopt;
       const double reach = std::fabs(value) + roundings * ulp(dtype, value);
       for (double v : {std::fabs(value), reach})
-        if (std::isinf(round_to(dtype, v)))
-          return compare::StageOverflow{stage, std::fabs(value), reach, dtype, arithmetic.source};
+        if (std::isinf(r(v))) return compare::StageOverflow{name, std::fabs(value), reach, dtype, arithmetic.source};
       return std::nullopt;
     };
-    const Box& box = p.boxes[row];
-    // The size is a difference of two values of one format: exact in double, one rounding.
-    const double size = vertical ? box.y2 - box.y1 : box.x2 - box.x1;
-    if (auto o = overflowing(vertical ? kHeight : kWidth, size, 0)) return o;
-    if (std::isinf(round_to(dtype, size))) return std::nullopt;
-    // The code is divided by its weight and clamped in the dtype, as the kernel does; then
-    // exp and the product: two roundings.
-    const double code = round_to(dtype, p.deltas[row][vertical ? 3 : 2] / p.weights[vertical ? 3 : 2]);
-    const double scaled = std::exp(std::min(code, round_to(dtype, p.clip))) * size;
-    return overflowing(vertical ? kPredictedHeight : kPredictedWidth, scaled, 2);
+    auto lower = [vertical](const Box& b) { return vertical ? b.y1 : b.x1; };
+    auto size_of = [vertical](const Box& b) { return vertical ? b.y2 - b.y1 : b.x2 - b.x1; };
+    // A size is a difference of two values of one format: exact in double, one rounding.
+    const bool decode = p.mode == BoxCoderProblem::Mode::decode;
+    const double size = size_of(p.boxes[row]);
+    if (auto o = overflowing(decode ? stage.anchor_size : stage.proposal_size, size, 0)) return o;
+    if (std::isinf(r(size))) return std::nullopt;
+    if (decode) {
+      const std::size_t offset_column = vertical ? 1 : 0;
+      const double offset = r(p.deltas[row][offset_column] / r(p.weights[offset_column]));
+      // dy * heights, then + ctr_y: either can pass the range.
+      const double moved = offset * r(size);
+      if (auto o = overflowing(stage.predicted_centre, moved, 1)) return o;
+      const double centre = r(moved) + r(lower(p.boxes[row]) + r(0.5 * r(size)));
+      if (auto o = overflowing(stage.predicted_centre, centre, 4)) return o;
+      const double code = r(p.deltas[row][vertical ? 3 : 2] / r(p.weights[vertical ? 3 : 2]));
+      const double scaled = std::exp(std::min(code, r(p.clip))) * r(size);
+      return overflowing(stage.predicted_size, scaled, 2);  // exp, then the product
+    }
+    const Box& reference = p.references[row];
+    const double reference_size = size_of(reference);
+    if (auto o = overflowing(stage.reference_size, reference_size, 0)) return o;
+    if (std::isinf(r(reference_size))) return std::nullopt;
+    if (column < 2) {
+      const double weight = r(p.weights[column]);
+      const double offset = r(lower(reference) + r(0.5 * r(reference_size))) - r(lower(p.boxes[row]) + r(0.5 * r(size)));
+      return overflowing(stage.scaled_offset, weight * offset, 4);  // two centres, the difference, the product
+    }
+    return r(size) == 0 ? std::nullopt : overflowing(stage.size_ratio, r(reference_size) / r(size), 1);
   };
 }
 
@@ -82,7 +116,7 @@ compare::Judgement judge(const BoxCoderProblem& problem, const BoxCoderTarget& t
                                    std::string(dtype_name(dtype)),
                                    device};
   compare::Judgement judgement = compare::compare_continuous(output, expected_values(problem, dtype), contract, dtype,
-                                                             decode_explainer(problem, target.arithmetic, dtype));
+                                                             coder_explainer(problem, target.arithmetic, dtype));
   judgement.outputs = {output};
   return judgement;
 }

@@ -63,9 +63,9 @@ Target<BoxCoderProblem> aten_box_coder_target() {
   // Every step in the codes' dtype (torch 1.13 has no Half clamp_max on the CPU, so fp16
   // runs from torch 2.x on): the anchor's width, pred_w and pred_h can pass fp16's range where
   // the corners fit.
-  target.arithmetic = {{"*"}, "torchvision 0.14.1 / 0.26.0 models/detection/_utils.py BoxCoder.decode_single: "
-                              "boxes.to(rel_codes.dtype), widths = boxes[:, 2] - boxes[:, 0], pred_w = torch.exp(dw) * "
-                              "widths[:, None], all in that dtype"};
+  target.arithmetic = {{"*"}, "torchvision 0.14.1 / 0.26.0 models/detection/_utils.py: decode_single casts the "
+                              "boxes to rel_codes.dtype, encode_boxes takes the weights in the boxes' dtype, and "
+                              "every step follows in that dtype"};
   target.run = [](const BoxCoderProblem& p, DType dtype, Device device) {
     return translating_unsupported([&] {
       at::Tensor boxes = boxes_tensor(p.boxes, dtype, device);

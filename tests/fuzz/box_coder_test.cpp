@@ -2,6 +2,7 @@
 // that forgets the clamp or an encode that forgets the weights.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "corpus/case_json.h"
@@ -86,8 +87,8 @@ TEST(BoxCoderOp, DecodeWithoutTheClampIsCaughtAndTheFaithfulOneIsNot) {
                   .consistent());
 }
 
-// torchvision's decode_single as written: every stage rounded to the codes' dtype, the
-// clamp included; `arithmetic` says so (or not).
+// torchvision's decode_single and encode_boxes as written: every stage rounded to the
+// codes' dtype, the clamp included; `arithmetic` says so (or not).
 kernels::Target<BoxCoderProblem> decode_in_the_dtype(kernels::Arithmetic arithmetic) {
   kernels::Target<BoxCoderProblem> target;
   target.name = "in_dtype";
@@ -96,7 +97,17 @@ kernels::Target<BoxCoderProblem> decode_in_the_dtype(kernels::Arithmetic arithme
   target.run = [](const BoxCoderProblem& p, DType dtype, Device) {
     auto r = [dtype](double v) { return round_to(dtype, v); };
     HostTensor out{{static_cast<std::int64_t>(p.boxes.size()), 4}, std::string(dtype_name(dtype)), "cpu", {}};
-    for (std::size_t i = 0; i < p.boxes.size(); ++i) {
+    for (std::size_t i = 0; i < p.boxes.size() && p.mode == BoxCoderProblem::Mode::encode; ++i) {
+      const Box &ex = p.boxes[i], &gt = p.references[i];
+      const double ex_w = r(ex.x2 - ex.x1), ex_h = r(ex.y2 - ex.y1), gt_w = r(gt.x2 - gt.x1), gt_h = r(gt.y2 - gt.y1);
+      const double dx = r(r(gt.x1 + r(0.5 * gt_w)) - r(ex.x1 + r(0.5 * ex_w)));
+      const double dy = r(r(gt.y1 + r(0.5 * gt_h)) - r(ex.y1 + r(0.5 * ex_h)));
+      out.values.push_back(r(r(r(p.weights[0]) * dx) / ex_w));
+      out.values.push_back(r(r(r(p.weights[1]) * dy) / ex_h));
+      out.values.push_back(r(r(p.weights[2]) * r(std::log(r(gt_w / ex_w)))));
+      out.values.push_back(r(r(p.weights[3]) * r(std::log(r(gt_h / ex_h)))));
+    }
+    for (std::size_t i = 0; i < p.boxes.size() && p.mode == BoxCoderProblem::Mode::decode; ++i) {
       const Box& b = p.boxes[i];
       const auto& d = p.deltas[i];
       const double w = r(b.x2 - b.x1), h = r(b.y2 - b.y1);
@@ -111,7 +122,15 @@ kernels::Target<BoxCoderProblem> decode_in_the_dtype(kernels::Arithmetic arithme
   return target;
 }
 
-TEST(BoxCoderOp, AnFp16DecodeWhoseWidthOrScaledHeightOverflowsIsADtypeOverflowOfThatStage) {
+// The message of the judgement's verdict of `kind`, or "" (and a test failure) without one.
+std::string verdict_of_kind(const compare::Judgement& judgement, FindingKind kind) {
+  for (const auto& v : judgement.verdicts)
+    if (v.kind == kind) return v.message;
+  ADD_FAILURE() << "no verdict of kind " << static_cast<int>(kind) << " among " << judgement.verdicts.size();
+  return "";
+}
+
+TEST(BoxCoderOp, AnFp16CodingWhoseWidthScaledHeightOrScaledOffsetOverflowsIsADtypeOverflowOfThatStage) {
   // exp(7 / 5) * 16376 = 66405 passes fp16's 65504; the corners (8188 +- 33203) fit.
   BoxCoderProblem tall = decode_problem({0, 0, 0, 7}, {10, 10, 5, 5});
   tall.boxes = {{0, 0, 0, 16376}};
@@ -135,6 +154,36 @@ TEST(BoxCoderOp, AnFp16DecodeWhoseWidthOrScaledHeightOverflowsIsADtypeOverflowOf
   EXPECT_EQ(judgement.verdicts[0].kind, FindingKind::dtype_overflow);
   EXPECT_NE(judgement.verdicts[0].message.find("widths = boxes[:, 2] - boxes[:, 0] in fp16"), std::string::npos)
       << judgement.verdicts[0].message;
+  // A centre moved past the range: 1.4 * 19168 + 42352 = 69187, while y1 = 59603 fits.
+  BoxCoderProblem shifted = decode_problem({0, 14, 0, 0}, {10, 10, 5, 5});
+  shifted.boxes = {{0, 32768, 0, 51936}};
+  judgement = declared->judge_json(corpus::to_json(shifted), "in_dtype", DType::fp16, Device::cpu);
+  EXPECT_NE(verdict_of_kind(judgement, FindingKind::dtype_overflow).find("pred_ctr_y = dy * heights + ctr_y in fp16"),
+            std::string::npos);
+  // And moved down past it: -3 * 29744 = -89232 before the centre 14872 is added (y2 = -59488).
+  shifted = decode_problem({0, -3, 0, 0});
+  shifted.boxes = {{0, 0, 0, 29744}};
+  judgement = declared->judge_json(corpus::to_json(shifted), "in_dtype", DType::fp16, Device::cpu);
+  EXPECT_NE(verdict_of_kind(judgement, FindingKind::dtype_overflow).find("boxes[0, 3]"), std::string::npos);
+  EXPECT_EQ(std::count_if(judgement.verdicts.begin(), judgement.verdicts.end(),
+                          [](const auto& v) { return v.kind == FindingKind::nan; }),
+            0);
+  // Encoding a reference 14,000 high against a proposal 2 high: wy * (gt_ctr_y - ex_ctr_y)
+  // = 10 * 6999 passes 65,504 before the division by 2 brings dy back to 34,995.
+  BoxCoderProblem encode;
+  encode.mode = BoxCoderProblem::Mode::encode;
+  encode.boxes = {{0, 0, 1, 2}};
+  encode.references = {{0, 0, 1, 14000}};
+  encode.weights = {10, 10, 5, 5};
+  judgement = declared->judge_json(corpus::to_json(encode), "in_dtype", DType::fp16, Device::cpu);
+  const auto overflow = std::find_if(judgement.verdicts.begin(), judgement.verdicts.end(),
+                                     [](const auto& v) { return v.kind == FindingKind::dtype_overflow; });
+  ASSERT_NE(overflow, judgement.verdicts.end());
+  EXPECT_NE(overflow->message.find("deltas[0, 1]"), std::string::npos) << overflow->message;
+  EXPECT_NE(overflow->message.find("wy * (gt_ctr_y - ex_ctr_y) in fp16"), std::string::npos) << overflow->message;
+  for (const auto& verdict : judgement.verdicts)
+    EXPECT_TRUE(verdict.kind == FindingKind::dtype_overflow || verdict.kind == FindingKind::precision)
+        << verdict.message;
   // At half the height nothing overflows: what is left is fp16's rounding at every stage.
   tall.boxes = {{0, 0, 0, 8192}};
   judgement = declared->judge_json(corpus::to_json(tall), "in_dtype", DType::fp16, Device::cpu);
