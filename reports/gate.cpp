@@ -127,13 +127,11 @@ GateResult gate(const Report& baseline, const Report& candidate, const GateOptio
   for (const auto& f : candidate.findings) new_findings[signature(f, f.target)] = &f;
   for (const auto& [sig, f] : new_findings) {
     if (old_findings.count(sig)) continue;
-    if (newly_supported.count(key(f->op, f->target, f->dtype, f->device))) {
-      add({sig, f->fails ? "failing finding, new cell" : "finding, new cell (not failing)", "-", f->message, true,
-           f->fails && policy.fail_on_new_findings && policy.fail_on_findings_in_new_cells, false});
-      continue;
-    }
-    add({sig, f->fails ? "new failing finding" : "new finding (not failing)", "-", f->message, true,
-         f->fails && policy.fail_on_new_findings, false});
+    const bool in_new_cell = newly_supported.count(key(f->op, f->target, f->dtype, f->device)) > 0;
+    const char* what = in_new_cell ? (f->fails ? "failing finding, new cell" : "finding, new cell (not failing)")
+                                   : (f->fails ? "new failing finding" : "new finding (not failing)");
+    add({sig, what, "-", f->message, true,
+         f->fails && policy.fail_on_new_findings && (!in_new_cell || policy.fail_on_findings_in_new_cells), false});
   }
   for (const auto& [sig, f] : old_findings)
     if (!new_findings.count(sig)) add({sig, "finding gone", f->message, "-", false, false, true});

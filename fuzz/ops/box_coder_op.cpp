@@ -37,8 +37,9 @@ std::vector<compare::ExpectedValue> expected_values(const BoxCoderProblem& p, DT
 // overflow leaves the coded value finite in exact arithmetic; every one runs in the codes'
 // dtype. decode_single: widths = x2 - x1 ([-32768, 32752] is 65,520 wide, which fp16 rounds
 // to infinity), pred_ctr_x = dx * widths + ctr_x and pred_w = exp(dw) * widths (a corner
-// pred_ctr_x - pred_w / 2 can fit while either does not). encode_boxes: the two boxes' widths, wx * (gt_ctr_x - ex_ctr_x) before the
-// division by ex_widths, and gt_widths / ex_widths before the log.
+// pred_ctr_x - pred_w / 2 can fit while either does not). encode_boxes: the two boxes'
+// widths, wx * (gt_ctr_x - ex_ctr_x) before the division by ex_widths, and
+// gt_widths / ex_widths before the log.
 struct CoderStages {
   const char* anchor_size;    // decode
   const char* proposal_size;  // encode
@@ -75,6 +76,8 @@ compare::OverflowExplainer coder_explainer(const BoxCoderProblem& p, const kerne
     };
     auto lower = [vertical](const Box& b) { return vertical ? b.y1 : b.x1; };
     auto size_of = [vertical](const Box& b) { return vertical ? b.y2 - b.y1 : b.x2 - b.x1; };
+    // ctr_x = x1 + 0.5 * widths, as the kernel rounds it.
+    auto centre_of = [&](const Box& b) { return r(lower(b) + r(0.5 * r(size_of(b)))); };
     // A size is a difference of two values of one format: exact in double, one rounding.
     const bool decode = p.mode == BoxCoderProblem::Mode::decode;
     const double size = size_of(p.boxes[row]);
@@ -86,7 +89,7 @@ compare::OverflowExplainer coder_explainer(const BoxCoderProblem& p, const kerne
       // dy * heights, then + ctr_y: either can pass the range.
       const double moved = offset * r(size);
       if (auto o = overflowing(stage.predicted_centre, moved, 1)) return o;
-      const double centre = r(moved) + r(lower(p.boxes[row]) + r(0.5 * r(size)));
+      const double centre = r(moved) + centre_of(p.boxes[row]);
       if (auto o = overflowing(stage.predicted_centre, centre, 4)) return o;
       const double code = r(p.deltas[row][vertical ? 3 : 2] / r(p.weights[vertical ? 3 : 2]));
       const double scaled = std::exp(std::min(code, r(p.clip))) * r(size);
@@ -98,7 +101,7 @@ compare::OverflowExplainer coder_explainer(const BoxCoderProblem& p, const kerne
     if (std::isinf(r(reference_size))) return std::nullopt;
     if (column < 2) {
       const double weight = r(p.weights[column]);
-      const double offset = r(lower(reference) + r(0.5 * r(reference_size))) - r(lower(p.boxes[row]) + r(0.5 * r(size)));
+      const double offset = centre_of(reference) - centre_of(p.boxes[row]);
       return overflowing(stage.scaled_offset, weight * offset, 4);  // two centres, the difference, the product
     }
     return r(size) == 0 ? std::nullopt : overflowing(stage.size_ratio, r(reference_size) / r(size), 1);
