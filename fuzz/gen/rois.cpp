@@ -95,12 +95,14 @@ rc::Gen<std::vector<Roi>> some_rois(std::size_t count, std::int64_t batch, doubl
 
 }  // namespace
 
-rc::Gen<FeatureMap> feature_map(DType dtype) {
-  return rc::gen::withSize([dtype](int size) {
+rc::Gen<FeatureMap> feature_map(DType dtype) { return feature_map(dtype, in_range<std::int64_t>(1, 5)); }
+
+rc::Gen<FeatureMap> feature_map(DType dtype, rc::Gen<std::int64_t> channels) {
+  return rc::gen::withSize([dtype, channels](int size) {
     const int side = std::max(1, kMaxSide * std::clamp(size, 0, 100) / 100);
     return rc::gen::mapcat(
-        rc::gen::tuple(in_range<std::int64_t>(1, 4), in_range<std::int64_t>(1, 5),
-                       in_range<std::int64_t>(1, side + 1), in_range<std::int64_t>(1, side + 1)),
+        rc::gen::tuple(in_range<std::int64_t>(1, 4), channels, in_range<std::int64_t>(1, side + 1),
+                       in_range<std::int64_t>(1, side + 1)),
         [dtype](const std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>& shape) {
           auto [batch, channels, height, width] = shape;
           return rc::gen::map(map_values(dtype, batch * channels * height * width, height, width),
@@ -132,13 +134,17 @@ rc::Gen<std::int64_t> pooled_size() {
   return weighted<std::int64_t>({{3, rc::gen::element<std::int64_t>(1, 2, 7)}, {2, in_range<std::int64_t>(1, 15)}});
 }
 
+rc::Gen<std::int64_t> ps_pooled_size() {
+  return weighted<std::int64_t>({{6, in_range<std::int64_t>(1, 5)}, {1, rc::gen::just<std::int64_t>(7)}});
+}
+
 // The map and RoIs every RoI op draws: a map, a scale (as the kernel receives it, a
 // double), RoIs at that scale.
 template <class Problem, class Finish>
-rc::Gen<Problem> roi_problem(const BoxGenOptions& options, Finish finish) {
+rc::Gen<Problem> roi_problem(const BoxGenOptions& options, rc::Gen<FeatureMap> maps, Finish finish) {
   const DType dtype = options.dtype;
   const int max_rois = std::max(0, options.max_boxes);
-  return rc::gen::mapcat(rc::gen::pair(feature_map(dtype), spatial_scale()),
+  return rc::gen::mapcat(rc::gen::pair(std::move(maps), spatial_scale()),
                          [=](const std::pair<FeatureMap, double>& setup) {
                            const auto& [map, scale] = setup;
                            return rc::gen::mapcat(rois(map, scale, dtype, max_rois),
@@ -146,6 +152,11 @@ rc::Gen<Problem> roi_problem(const BoxGenOptions& options, Finish finish) {
                                                     return finish(map, roi_list, scale);
                                                   });
                          });
+}
+
+template <class Problem, class Finish>
+rc::Gen<Problem> roi_problem(const BoxGenOptions& options, Finish finish) {
+  return roi_problem<Problem>(options, feature_map(options.dtype), finish);
 }
 
 }  // namespace
@@ -166,6 +177,22 @@ rc::Gen<RoiPoolProblem> roi_pool_problem(const BoxGenOptions& options) {
     return rc::gen::map(rc::gen::pair(pooled_size(), pooled_size()), [=](const std::pair<std::int64_t, std::int64_t>& p) {
       return RoiPoolProblem{map, roi_list, scale, p.first, p.second};
     });
+  });
+}
+
+rc::Gen<RoiPoolProblem> ps_roi_pool_problem(const BoxGenOptions& options) {
+  // The pooled grid first: the map's channels are C_out x PH x PW (C_out 1..3), or, one case
+  // in 16, one more than that, which the kernel must refuse. Grids up to 4 x 4, and R-FCN's
+  // 7 x 7, keep the map (up to 147 channels) small.
+  auto grid = rc::gen::tuple(ps_pooled_size(), ps_pooled_size(), in_range<std::int64_t>(1, 4), in_range(0, 16));
+  return rc::gen::mapcat(grid, [options](const std::tuple<std::int64_t, std::int64_t, std::int64_t, int>& g) {
+    const auto [ph, pw, channels_out, divisible] = g;
+    const std::int64_t extra = divisible == 0 && ph * pw > 1 ? 1 : 0;
+    return roi_problem<RoiPoolProblem>(
+        options, feature_map(options.dtype, rc::gen::just(channels_out * ph * pw + extra)),
+        [ph = ph, pw = pw](const FeatureMap& map, const std::vector<Roi>& roi_list, double scale) {
+          return rc::gen::just(RoiPoolProblem{map, roi_list, scale, ph, pw});
+        });
   });
 }
 

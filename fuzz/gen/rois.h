@@ -13,6 +13,8 @@ namespace detfuzz::gen {
 // Maps: constant, ramps (smooth), checkerboards (high frequency), dyadic noise, and
 // magnitudes near the dtype's maximum (both signs); 1-3 images, 1-4 channels, sides 1..24.
 rc::Gen<FeatureMap> feature_map(DType dtype);
+// The same with the channel count drawn from `channels`.
+rc::Gen<FeatureMap> feature_map(DType dtype, rc::Gen<std::int64_t> channels);
 
 // RoIs for `map` at `spatial_scale`, in image coordinates: inside, partly or wholly
 // outside, negative, zero-size, sub-pixel, very large; batch indices over every image.
@@ -23,5 +25,7 @@ rc::Gen<double> spatial_scale();
 
 rc::Gen<RoiAlignProblem> roi_align_problem(const BoxGenOptions& options);
 rc::Gen<RoiPoolProblem> roi_pool_problem(const BoxGenOptions& options);
+// Channels a multiple of the pooled grid (now and then not: the kernel must refuse those).
+rc::Gen<RoiPoolProblem> ps_roi_pool_problem(const BoxGenOptions& options);
 
 }  // namespace detfuzz::gen

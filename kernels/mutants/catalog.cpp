@@ -41,6 +41,12 @@ const std::vector<MutantSpec>& mutant_catalog() {
       {"mutant:roi_align_ignores_spatial_scale", "roi_align", "torchvision", kWide, "RoIAlign ignoring spatial_scale"},
       {"mutant:roi_align_ignores_aligned", "roi_align", "torchvision", kWide, "RoIAlign ignoring the aligned flag"},
       {"mutant:roi_pool_ignores_spatial_scale", "roi_pool", "torchvision", {DType::fp32}, "RoIPool ignoring spatial_scale"},
+      {"mutant:ps_roi_pool_ignores_spatial_scale", "ps_roi_pool", "twin:ps_roi_pool", kAll,
+       "PSRoIPool ignoring spatial_scale"},
+      {"mutant:ps_roi_pool_channel_off_by_one", "ps_roi_pool", "twin:ps_roi_pool", kAll,
+       "PSRoIPool reading the next input channel for each bin"},
+      {"mutant:ps_roi_pool_clips_before_last_pixel", "ps_roi_pool", "twin:ps_roi_pool", kAll,
+       "PSRoIPool dropping the map's last row and column (torchvision's forward)"},
   };
   return catalog;
 }

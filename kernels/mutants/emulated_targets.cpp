@@ -186,4 +186,51 @@ Target<RoiAlignProblem> emulated_roi_align(const std::string& name, RoiAlignVari
   return target;
 }
 
+Target<RoiPoolProblem> emulated_ps_roi_pool(const std::string& name, PsRoiPoolVariant variant, std::string description) {
+  auto target = cpu_target<RoiPoolProblem>(name, std::move(description));
+  target.run = [variant](const RoiPoolProblem& p, DType dtype, Device) {
+    const Rounding m{accumulate_type(dtype)};
+    const FeatureMap& map = p.input;
+    const std::int64_t group = p.pooled_height * p.pooled_width;
+    if (group <= 0 || map.channels % group != 0)
+      throw std::invalid_argument("input channels must be a multiple of pooling height * pooling width");
+    const double scale = variant.ignores_spatial_scale ? 1.0 : m.r(p.spatial_scale);
+    const std::int64_t height_limit = variant.clips_before_last_pixel ? map.height - 1 : map.height;
+    const std::int64_t width_limit = variant.clips_before_last_pixel ? map.width - 1 : map.width;
+    std::vector<double> out, channels;
+    for (const Roi& roi : p.rois) {
+      const auto n = static_cast<std::int64_t>(roi.batch_index);
+      const auto start_w = static_cast<std::int64_t>(std::round(m.mul(roi.x1, scale)));
+      const auto start_h = static_cast<std::int64_t>(std::round(m.mul(roi.y1, scale)));
+      const auto end_w = static_cast<std::int64_t>(std::round(m.mul(roi.x2, scale)));
+      const auto end_h = static_cast<std::int64_t>(std::round(m.mul(roi.y2, scale)));
+      const double bin_h = m.div(static_cast<double>(std::max<std::int64_t>(end_h - start_h, 1)), static_cast<double>(p.pooled_height));
+      const double bin_w = m.div(static_cast<double>(std::max<std::int64_t>(end_w - start_w, 1)), static_cast<double>(p.pooled_width));
+      std::int64_t c_in = 0;
+      for (std::int64_t c_out = 0; c_out < map.channels / group; ++c_out)
+        for (std::int64_t ph = 0; ph < p.pooled_height; ++ph)
+          for (std::int64_t pw = 0; pw < p.pooled_width; ++pw, ++c_in) {
+            auto clipped = [](double v, std::int64_t start, std::int64_t limit) {
+              return std::clamp<std::int64_t>(static_cast<std::int64_t>(v) + start, 0, limit);
+            };
+            const std::int64_t h0 = clipped(std::floor(m.mul(static_cast<double>(ph), bin_h)), start_h, height_limit);
+            const std::int64_t h1 = clipped(std::ceil(m.mul(static_cast<double>(ph + 1), bin_h)), start_h, height_limit);
+            const std::int64_t w0 = clipped(std::floor(m.mul(static_cast<double>(pw), bin_w)), start_w, width_limit);
+            const std::int64_t w1 = clipped(std::ceil(m.mul(static_cast<double>(pw + 1), bin_w)), start_w, width_limit);
+            const std::int64_t read = variant.channel_off_by_one ? (c_in + 1) % map.channels : c_in;
+            double sum = 0;
+            for (std::int64_t h = h0; h < h1; ++h)
+              for (std::int64_t w = w0; w < w1; ++w) sum = m.add(sum, map.at(n, read, h, w));
+            const bool empty = h1 <= h0 || w1 <= w0;
+            out.push_back(empty ? 0.0 : round_to(dtype, m.div(sum, static_cast<double>((h1 - h0) * (w1 - w0)))));
+            channels.push_back(static_cast<double>(c_in));
+          }
+    }
+    const std::vector<std::int64_t> shape{static_cast<std::int64_t>(p.rois.size()), map.channels / group,
+                                          p.pooled_height, p.pooled_width};
+    return std::vector<HostTensor>{tensor(shape, dtype, out), {shape, "int32", "cpu", channels}};
+  };
+  return target;
+}
+
 }  // namespace detfuzz::kernels

@@ -54,6 +54,19 @@ struct RoiAlignVariant {
 Target<RoiAlignProblem> emulated_roi_align(const std::string& name, RoiAlignVariant variant = {},
                                             std::string description = "RoIAlign forward in plain C++");
 
+struct PsRoiPoolVariant {
+  bool ignores_spatial_scale = false;  // treats spatial_scale as 1.0
+  bool channel_off_by_one = false;     // bin (ph, pw) reads input channel c_in + 1 (mod C)
+  // Clips bin ends to height - 1 and width - 1, as torchvision's forward kernels do (its
+  // backward and its test reference clip to height and width).
+  bool clips_before_last_pixel = false;
+};
+
+// Position-sensitive RoIPool forward (torchvision's bins, R-FCN's mean), every step rounded
+// to the accumulate type of the dtype; outputs (values, channel_mapping).
+Target<RoiPoolProblem> emulated_ps_roi_pool(const std::string& name, PsRoiPoolVariant variant = {},
+                                            std::string description = "position-sensitive RoIPool forward in plain C++");
+
 // IoU of two boxes computed the canonical way, every step rounded to `compute`.
 double emulated_iou(const Box& a, const Box& b, DType compute);
 

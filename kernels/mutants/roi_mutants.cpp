@@ -7,7 +7,18 @@
 //   roi_align_ignores_aligned        aligned=True treated as False: every sample half a
 //                                    pixel off (the Detectron2 pixel-model fix undone)
 //   roi_pool_ignores_spatial_scale   as for RoIAlign, in max pooling
+//
+// PSRoIPool's twin is the plain-C++ port (kernels/mutants/emulated_targets.cpp, "twin:ps_roi_pool"):
+// torchvision's own kernel drops the map's last row and column (oracles/ps_roi_pool.h), so it
+// is no clean twin.
+//   ps_roi_pool_ignores_spatial_scale    as for RoIAlign
+//   ps_roi_pool_channel_off_by_one       each bin reads the next input channel (an index
+//                                        c_out * PH * PW + ph * PW + pw + 1, the R-FCN
+//                                        score-map layout misread)
+//   ps_roi_pool_clips_before_last_pixel  bin ends clipped to height - 1 and width - 1: what
+//                                        torchvision's own forward does
 #include "kernels/factories.h"
+#include "kernels/mutants/emulated_targets.h"
 
 namespace detfuzz::kernels {
 std::vector<Target<RoiAlignProblem>> roi_align_mutants(const KernelConfig& config) {
@@ -26,6 +37,23 @@ std::vector<Target<RoiPoolProblem>> roi_pool_mutants(const KernelConfig& config)
       rewriting<RoiPoolProblem>(torchvision_roi_pool_target(config), "roi_pool_ignores_spatial_scale",
                                 "torchvision::roi_pool called with spatial_scale 1.0 whatever was asked",
                                 [](RoiPoolProblem& p) { p.spatial_scale = 1.0; }),
+  };
+}
+
+std::vector<Target<RoiPoolProblem>> ps_roi_pool_mutants() {
+  auto mutant = [](const std::string& name, PsRoiPoolVariant variant, const std::string& description) {
+    return emulated_ps_roi_pool("mutant:" + name, variant, description);
+  };
+  PsRoiPoolVariant unscaled, shifted, clipped;
+  unscaled.ignores_spatial_scale = true;
+  shifted.channel_off_by_one = true;
+  clipped.clips_before_last_pixel = true;
+  return {
+      emulated_ps_roi_pool("twin:ps_roi_pool"),
+      mutant("ps_roi_pool_ignores_spatial_scale", unscaled, "PSRoIPool with spatial_scale treated as 1.0"),
+      mutant("ps_roi_pool_channel_off_by_one", shifted, "PSRoIPool reading input channel c_in + 1 for each bin"),
+      mutant("ps_roi_pool_clips_before_last_pixel", clipped,
+             "PSRoIPool clipping bin ends to height - 1 and width - 1 (torchvision's forward)"),
   };
 }
 

@@ -2,7 +2,9 @@
 //   int pooled_width, int sampling_ratio, bool aligned) -> Tensor
 // torchvision::roi_pool(Tensor input, Tensor rois, float spatial_scale, int pooled_height,
 //   int pooled_width) -> (Tensor, Tensor)
-// both called boxed through the dispatcher.
+// torchvision::ps_roi_pool(Tensor input, Tensor rois, float spatial_scale, int pooled_height,
+//   int pooled_width) -> (Tensor, Tensor)
+// all called boxed through the dispatcher.
 #include "dispatch.h"
 #include "kernels/tensor_convert.h"
 #include "model/error.h"
@@ -63,6 +65,19 @@ Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config) {
         return std::vector<c10::IValue>{feature_tensor(p.input, dtype, device), rois_tensor(p.rois, dtype, device),
                                         p.spatial_scale, p.pooled_height, p.pooled_width};
       });
+}
+
+Target<RoiPoolProblem> torchvision_ps_roi_pool_target(const KernelConfig& config) {
+  Target<RoiPoolProblem> target = torchvision_target<RoiPoolProblem>(
+      config, "torchvision::ps_roi_pool", "torchvision::ps_roi_pool from the loaded torchvision op library (boxed)",
+      [](const RoiPoolProblem& p, DType dtype, Device device) {
+        return std::vector<c10::IValue>{feature_tensor(p.input, dtype, device), rois_tensor(p.rois, dtype, device),
+                                        p.spatial_scale, p.pooled_height, p.pooled_width};
+      });
+  // torchvision 0.14.1 csrc/ops/cpu/ps_roi_pool_kernel.cpp (Half dispatched on the CPU too)
+  // and cuda/ps_roi_pool_kernel.cu declare `T out_sum = 0` and sum the bin in T.
+  target.arithmetic = {{"*"}, "torchvision 0.14.1 csrc/ops/cpu/ps_roi_pool_kernel.cpp: T out_sum accumulates in T"};
+  return target;
 }
 
 }  // namespace detfuzz::kernels

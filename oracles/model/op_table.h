@@ -11,8 +11,8 @@
 //   Problem        the op's input (model/problems.h): what the generator makes, the oracle
 //                  reads, the kernels take and the corpus serializes.
 //   bind_contract  the schema an op bound with --bind must have, in detfuzz's argument
-//                  order, or nullptr when the family takes no bindings. nms, roi_align and
-//                  roi_pool are torchvision's C++ ops' schemas; the others torchvision
+//                  order, or nullptr when the family takes no bindings. nms, roi_align,
+//                  roi_pool and ps_roi_pool are torchvision's C++ ops' schemas; the others torchvision
 //                  0.14.1's Python signatures (ops/boxes.py, ops/giou_loss.py), so that
 //                  torch.jit.script(torchvision.ops.X) binds as it is; box_coder wraps
 //                  models/detection/_utils.py BoxCoder (encode_single / decode_single).
@@ -43,6 +43,9 @@
              "int sampling_ratio, bool aligned) -> Tensor")                                                       \
   DETFUZZ_OP(roi_pool, RoiPoolProblem,                                                                            \
              "roi_pool(Tensor input, Tensor rois, float spatial_scale, int pooled_height, int pooled_width) "     \
+             "-> (Tensor, Tensor)")                                                                             \
+  DETFUZZ_OP(ps_roi_pool, RoiPoolProblem,                                                                         \
+             "ps_roi_pool(Tensor input, Tensor rois, float spatial_scale, int pooled_height, int pooled_width) "  \
              "-> (Tensor, Tensor)")
 
 namespace detfuzz {

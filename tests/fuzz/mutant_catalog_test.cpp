@@ -50,6 +50,13 @@ nlohmann::json feature_map_4x4() {
   return {{"shape", {1, 1, 4, 4}}, {"values", values}};
 }
 
+// Four channels of 4 x 4 for a 2 x 2 position-sensitive grid: each channel its own values.
+nlohmann::json feature_map_4x4x4() {
+  nlohmann::json values = nlohmann::json::array();
+  for (int i = 0; i < 64; ++i) values.push_back(static_cast<double>(i * i % 11));
+  return {{"shape", {1, 4, 4, 4}}, {"values", values}};
+}
+
 // The input each mutant gets wrong and its twin right, in words and in the case format.
 const std::map<std::string, Witness>& witnesses() {
   static const std::map<std::string, Witness> table{
@@ -134,6 +141,30 @@ const std::map<std::string, Witness>& witnesses() {
         {{"input", feature_map_4x4()},
          {"rois", {{0, 0, 0, 6, 6}}},
          {"spatial_scale", 0.5},
+         {"pooled_height", 2},
+         {"pooled_width", 2}}}},
+      // Scale 0.5: the RoI covers rows and columns 0..2; read at scale 1 it covers the map.
+      {"mutant:ps_roi_pool_ignores_spatial_scale",
+       {DType::fp32,
+        {{"input", feature_map_4x4()},
+         {"rois", {{0, 0, 0, 6, 6}}},
+         {"spatial_scale", 0.5},
+         {"pooled_height", 1},
+         {"pooled_width", 1}}}},
+      // Each of the four bins reads its own channel; the next channel holds other values.
+      {"mutant:ps_roi_pool_channel_off_by_one",
+       {DType::fp32,
+        {{"input", feature_map_4x4x4()},
+         {"rois", {{0, 0, 0, 4, 4}}},
+         {"spatial_scale", 1.0},
+         {"pooled_height", 2},
+         {"pooled_width", 2}}}},
+      // The RoI covers the whole map: its lower right bin spans rows and columns 2..3.
+      {"mutant:ps_roi_pool_clips_before_last_pixel",
+       {DType::fp32,
+        {{"input", feature_map_4x4x4()},
+         {"rois", {{0, 0, 0, 4, 4}}},
+         {"spatial_scale", 1.0},
          {"pooled_height", 2},
          {"pooled_width", 2}}}},
   };
