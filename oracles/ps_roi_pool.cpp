@@ -25,15 +25,22 @@ BinMean bin_mean(const FeatureMap& map, std::int64_t n, std::int64_t c, const qu
   if (rows.end <= rows.begin || columns.end <= columns.begin) return {};
   ErrorTracker t;
   Tracked sum = t.input(0.0);
+  // A running sum within its rounding error of the accumulate type's largest finite value
+  // may round to infinity in a kernel: out of range too, not only one whose exact value is.
+  const double largest = float_format(kFloatDTypes[formats[0]]).max_finite;
+  bool sums_in_range = true;
   for (std::int64_t h = rows.begin; h < rows.end; ++h)
-    for (std::int64_t w = columns.begin; w < columns.end; ++w) sum = t.add(sum, t.input(map.at(n, c, h, w)));
+    for (std::int64_t w = columns.begin; w < columns.end; ++w) {
+      sum = t.add(sum, t.input(map.at(n, c, h, w)));
+      sums_in_range = sums_in_range && std::fabs(sum.value) + kSafety * sum.error[formats[0]] < largest;
+    }
   const double area = static_cast<double>((rows.end - rows.begin) * (columns.end - columns.begin));
   const Tracked mean = t.div(sum, t.input(area));
   BinMean out;
   out.value = mean.value;
   for (int tier = 0; tier < 2; ++tier)
     out.error[tier] = kSafety * (mean.error[formats[tier]] + mean.error[format_index(DType::fp64)]);
-  out.in_range = t.in_range()[formats[0]];
+  out.in_range = t.in_range()[formats[0]] && sums_in_range;
   return out;
 }
 

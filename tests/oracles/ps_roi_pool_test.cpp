@@ -94,6 +94,14 @@ TEST(PsRoiPoolOracle, HalfwayCoordinatesThatRoundingCanMoveGiveEveryMeanTheyReac
   EXPECT_GE(e.storage.high, e.strict.high);
 }
 
+TEST(PsRoiPoolOracle, ARunningSumWithinItsRoundingOfTheLargestFiniteIsOutOfRange) {
+  // FLT_MAX - 1 is below FLT_MAX, but a kernel's fp32 sum may round it to infinity.
+  RoiPoolProblem p{{1, 1, 1, 2, {3.4028234663852886e38, -1.0}}, {{0, 0, 0, 2, 0}}, 1.0, 1, 1};
+  EXPECT_FALSE(ps_roi_pool(p, DType::fp32).at(0).range_ok);
+  p.input.values = {1e38, -1.0};
+  EXPECT_TRUE(ps_roi_pool(p, DType::fp32).at(0).range_ok);
+}
+
 TEST(PsRoiPoolOracle, TheBinOfAnElementIsWhatItAverages) {
   RoiPoolProblem p{arange_4x4x4(), {{0, 0, 0, 4, 4}}, 1.0, 2, 2};
   const auto bin = ps_roi_pool_bin(p, 3);
