@@ -40,6 +40,7 @@ Target<GiouLossProblem> torchvision_giou_loss_target();
 std::vector<Target<BatchedNmsProblem>> aten_batched_nms_targets(const KernelConfig& config);
 Target<RoiAlignProblem> torchvision_roi_align_target(const KernelConfig& config);
 Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config);
+Target<RoiAlignProblem> torchvision_ps_roi_align_target(const KernelConfig& config);
 Target<RoiPoolProblem> torchvision_ps_roi_pool_target(const KernelConfig& config);
 
 // detfuzz's own kernels (kernels/native/), named "native": host emulation on cpu, the CUDA
@@ -71,6 +72,7 @@ std::vector<Target<GiouLossProblem>> giou_loss_mutants();
 std::vector<Target<MatcherProblem>> matcher_mutants();
 std::vector<Target<RoiAlignProblem>> roi_align_mutants(const KernelConfig& config);
 std::vector<Target<RoiPoolProblem>> roi_pool_mutants(const KernelConfig& config);
+std::vector<Target<RoiAlignProblem>> ps_roi_align_mutants();
 std::vector<Target<RoiPoolProblem>> ps_roi_pool_mutants();
 
 // The --bind targets of `family` (kernels/plugins/bindings.cpp), resolved and checked

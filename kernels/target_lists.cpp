@@ -75,6 +75,10 @@ std::vector<Target<RoiPoolProblem>> roi_pool_targets(const KernelConfig& config)
   return with_bound(config, OpId::roi_pool, appended(appended({torchvision_roi_pool_target(config), native_roi_pool_target()}, native_fma_roi_pool_targets()), roi_pool_mutants(config)));
 }
 
+std::vector<Target<RoiAlignProblem>> ps_roi_align_targets(const KernelConfig& config) {
+  return appended({torchvision_ps_roi_align_target(config)}, ps_roi_align_mutants());
+}
+
 std::vector<Target<RoiPoolProblem>> ps_roi_pool_targets(const KernelConfig& config) {
   return with_bound(config, OpId::ps_roi_pool, appended({torchvision_ps_roi_pool_target(config)}, ps_roi_pool_mutants()));
 }

@@ -234,11 +234,47 @@ namespace {
 // (the reference) or the closed form where it applies (the oracle).
 enum class Arithmetic { tracker, closed_form };
 
+// Which input channel an output element reads. RoIAlign's element (c, bin) reads channel c;
+// PSRoIAlign's reads c * bins + bin (R-FCN's position-sensitive score maps), and its output
+// has C / bins channels.
+struct ChannelLayout {
+  bool position_sensitive = false;
+  // Per bin, the channels that bin reads (c * bins + bin for every c), as a map of their
+  // own: the closed form takes a bin's channels as lanes of one contiguous map.
+  std::vector<FeatureMap> bin_maps;
+};
+
+ChannelLayout position_sensitive_layout(const RoiAlignProblem& p, Arithmetic arithmetic) {
+  ChannelLayout layout;
+  layout.position_sensitive = true;
+  if (arithmetic != Arithmetic::closed_form) return layout;
+  const FeatureMap& map = p.input;
+  const std::int64_t bins = p.pooled_height * p.pooled_width, channels_out = map.channels / bins;
+  const auto plane = static_cast<std::size_t>(map.height * map.width);
+  for (std::int64_t bin = 0; bin < bins; ++bin) {
+    FeatureMap m{map.batch, channels_out, map.height, map.width, {}};
+    m.values.reserve(static_cast<std::size_t>(map.batch * channels_out) * plane);
+    for (std::int64_t n = 0; n < map.batch; ++n)
+      for (std::int64_t c = 0; c < channels_out; ++c) {
+        const double* from = &map.values[static_cast<std::size_t>((n * map.channels + c * bins + bin)) * plane];
+        m.values.insert(m.values.end(), from, from + plane);
+      }
+    layout.bin_maps.push_back(std::move(m));
+  }
+  return layout;
+}
+
 // The elements of one RoI (channels x bins) for one grid count: the reference channel by
 // channel, the closed form bin by bin with the channels as lanes. Into results[0, channels
 // x bins), every field written.
+void evaluate_ps_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int grid_h, int grid_w,
+                     const Tiers& tiers, DType storage, Arithmetic arithmetic, const ChannelLayout& layout,
+                     RoiAlignElement* results);
+
 void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int grid_h, int grid_w,
-                  const Tiers& tiers, DType storage, Arithmetic arithmetic, RoiAlignElement* results) {
+                  const Tiers& tiers, DType storage, Arithmetic arithmetic, const ChannelLayout& layout,
+                  RoiAlignElement* results) {
+  if (layout.position_sensitive) return evaluate_ps_roi(p, roi, g, grid_h, grid_w, tiers, storage, arithmetic, layout, results);
   const FeatureMap& map = p.input;
   const auto n = static_cast<std::int64_t>(roi.batch_index);
   ErrorTracker& t = g.tracker;
@@ -280,9 +316,57 @@ void evaluate_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int 
   }
 }
 
-RoiAlignAnswer evaluate(const RoiAlignProblem& p, DType storage, Arithmetic arithmetic) {
+// The position-sensitive elements of one RoI (C / bins channels x bins) for one grid count:
+// bin by bin, its samples alone, over the channels that bin reads.
+void evaluate_ps_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int grid_h, int grid_w,
+                     const Tiers& tiers, DType storage, Arithmetic arithmetic, const ChannelLayout& layout,
+                     RoiAlignElement* results) {
+  const FeatureMap& map = p.input;
+  const auto n = static_cast<std::int64_t>(roi.batch_index);
+  ErrorTracker& t = g.tracker;
+  const std::int64_t bins = p.pooled_height * p.pooled_width, channels_out = map.channels / bins;
+  const auto per_bin = static_cast<std::size_t>(std::max(grid_h, 0)) * static_cast<std::size_t>(std::max(grid_w, 0));
+  const Tracked one = t.input(1.0);
+  const Tracked count = t.input(std::max(grid_h * grid_w, 1));
+  const auto plane = static_cast<std::size_t>(map.height * map.width);
+  std::vector<Sample> samples;
+  thread_local std::vector<RoiAlignElement> lanes;
+  for (std::int64_t ph = 0; ph < p.pooled_height; ++ph)
+    for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
+      const std::int64_t bin = ph * p.pooled_width + pw;
+      std::vector<AxisSample> rows, columns;
+      for (const Tracked& position : positions(t, g.start_h, g.bin_h, static_cast<int>(ph), grid_h))
+        rows.push_back(axis_sample(position, map.height, tiers));
+      for (const Tracked& position : positions(t, g.start_w, g.bin_w, static_cast<int>(pw), grid_w))
+        columns.push_back(axis_sample(position, map.width, tiers));
+      samples.clear();
+      samples.reserve(per_bin);
+      for (AxisSample& y : rows)
+        for (AxisSample& x : columns) make_sample(y, x, map.width, one, t, samples.emplace_back());
+      const Sample* begin = samples.data();
+      if (arithmetic == Arithmetic::tracker) {
+        const ElementContext ctx = element_context(map, tiers, count, t.in_range()[tiers.format[0]]);
+        const double* base = &map.values[static_cast<std::size_t>(n * map.channels) * plane];
+        for (std::int64_t c = 0; c < channels_out; ++c)
+          tracked_element(ctx, base + static_cast<std::size_t>(c * bins + bin) * plane, begin, begin + per_bin,
+                          results[static_cast<std::size_t>(c * bins + bin)]);
+      } else {
+        const FeatureMap& bin_map = layout.bin_maps[static_cast<std::size_t>(bin)];
+        const ElementContext ctx = element_context(bin_map, tiers, count, t.in_range()[tiers.format[0]]);
+        const double* base = &bin_map.values[static_cast<std::size_t>(n * channels_out) * plane];
+        lanes.resize(static_cast<std::size_t>(channels_out));
+        closed_form_elements(ctx, base, begin, 1, per_bin, 1, channels_out, storage, lanes.data());
+        for (std::int64_t c = 0; c < channels_out; ++c)
+          results[static_cast<std::size_t>(c * bins + bin)] = lanes[static_cast<std::size_t>(c)];
+      }
+    }
+}
+
+RoiAlignAnswer evaluate(const RoiAlignProblem& p, DType storage, Arithmetic arithmetic,
+                        const ChannelLayout& layout = {}) {
   const Tiers tiers{{format_index(accumulate_type(storage)), format_index(storage)}, format_index(DType::fp64)};
-  const std::size_t per_roi = static_cast<std::size_t>(p.input.channels * p.pooled_height * p.pooled_width);
+  const std::size_t per_roi = static_cast<std::size_t>(
+      layout.position_sensitive ? p.input.channels : p.input.channels * p.pooled_height * p.pooled_width);
   RoiAlignAnswer out;
   out.reserve(p.rois.size() * per_roi);
   // Another grid count's elements, kept across calls (per thread): a RoI's elements run to
@@ -310,7 +394,7 @@ RoiAlignAnswer evaluate(const RoiAlignProblem& p, DType storage, Arithmetic arit
     // a bench-sized call.
     out.resize(out.size() + per_roi);
     RoiAlignElement* elements = &out[out.size() - per_roi];
-    evaluate_roi(p, roi, g, nominal_h, nominal_w, tiers, storage, arithmetic, elements);
+    evaluate_roi(p, roi, g, nominal_h, nominal_w, tiers, storage, arithmetic, layout, elements);
     // Grid counts rounding can move: each tier spans every count it leaves open.
     std::set<int> heights[kTiers], widths[kTiers];
     bool open_ended = false;
@@ -330,7 +414,7 @@ RoiAlignAnswer evaluate(const RoiAlignProblem& p, DType storage, Arithmetic arit
       for (int gw : all_widths) {
         if (gh == nominal_h && gw == nominal_w) continue;
         other.resize(per_roi);
-        evaluate_roi(p, roi, g, gh, gw, tiers, storage, arithmetic, other.data());
+        evaluate_roi(p, roi, g, gh, gw, tiers, storage, arithmetic, layout, other.data());
         for (int tier = 0; tier < kTiers; ++tier) {
           if (!heights[tier].count(gh) || !widths[tier].count(gw)) continue;
           for (std::size_t i = 0; i < per_roi; ++i) {
@@ -354,6 +438,26 @@ RoiAlignAnswer roi_align(const RoiAlignProblem& problem, DType storage) {
 
 RoiAlignAnswer roi_align_reference(const RoiAlignProblem& problem, DType storage) {
   return evaluate(problem, storage, Arithmetic::tracker);
+}
+
+namespace {
+
+RoiAlignAnswer evaluate_ps(const RoiAlignProblem& problem, DType storage, Arithmetic arithmetic) {
+  const std::int64_t bins = problem.pooled_height * problem.pooled_width;
+  if (bins <= 0 || problem.input.channels % bins != 0) return {};
+  RoiAlignProblem aligned = problem;
+  aligned.aligned = true;  // PSRoIAlign's geometry is aligned RoIAlign's: the -0.5 shift, no size clamp
+  return evaluate(aligned, storage, arithmetic, position_sensitive_layout(aligned, arithmetic));
+}
+
+}  // namespace
+
+RoiAlignAnswer ps_roi_align(const RoiAlignProblem& problem, DType storage) {
+  return evaluate_ps(problem, storage, Arithmetic::closed_form);
+}
+
+RoiAlignAnswer ps_roi_align_reference(const RoiAlignProblem& problem, DType storage) {
+  return evaluate_ps(problem, storage, Arithmetic::tracker);
 }
 
 std::vector<double> roi_align_bin_samples(const RoiAlignProblem& p, std::size_t element) {

@@ -56,6 +56,14 @@ RoiAlignAnswer roi_align(const RoiAlignProblem& problem, DType storage);
 // closed-form bound is never below this one and equals it where no step is exact).
 RoiAlignAnswer roi_align_reference(const RoiAlignProblem& problem, DType storage);
 
+// Position-sensitive RoIAlign (torchvision csrc/ops/cpu/ps_roi_align_kernel.cpp, 0.14.1 to
+// 0.26.0): output [K, C / (PH * PW), PH, PW], the element (k, c, ph, pw) RoIAlign's value of
+// input channel (c * PH + ph) * PW + pw at bin (ph, pw), with aligned RoIAlign's geometry
+// (start = roi * spatial_scale - 0.5, no size clamp) whatever problem.aligned says. Empty when
+// C is not a multiple of PH * PW. The closed form and the reference, as for roi_align.
+RoiAlignAnswer ps_roi_align(const RoiAlignProblem& problem, DType storage);
+RoiAlignAnswer ps_roi_align_reference(const RoiAlignProblem& problem, DType storage);
+
 // The values one output element averages, in torchvision's summation order (grid rows outer,
 // columns inner), each the fp64 bilinear value at its fp64 sample position, with the kernel's
 // rules (outside [-1, size] it is 0, at or below 0 it clamps, past the last row or column it

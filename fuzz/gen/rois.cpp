@@ -180,17 +180,40 @@ rc::Gen<RoiPoolProblem> roi_pool_problem(const BoxGenOptions& options) {
   });
 }
 
-rc::Gen<RoiPoolProblem> ps_roi_pool_problem(const BoxGenOptions& options) {
-  // The pooled grid first: the map's channels are C_out x PH x PW (C_out 1..3), or, one case
-  // in 16, one more than that, which the kernel must refuse. Grids up to 4 x 4, and R-FCN's
-  // 7 x 7, keep the map (up to 147 channels) small.
+namespace {
+
+// The position-sensitive problems' maps: C_out x PH x PW channels (C_out 1..3), or, one case
+// in 16, one more than that, which the kernel must refuse. Grids up to 4 x 4, and R-FCN's
+// 7 x 7, keep the map (up to 147 channels) small. `finish` gets the map's generator and the grid.
+template <class Problem, class Finish>
+rc::Gen<Problem> position_sensitive_problem(const BoxGenOptions& options, Finish finish) {
   auto grid = rc::gen::tuple(ps_pooled_size(), ps_pooled_size(), in_range<std::int64_t>(1, 4), in_range(0, 16));
-  return rc::gen::mapcat(grid, [options](const std::tuple<std::int64_t, std::int64_t, std::int64_t, int>& g) {
+  return rc::gen::mapcat(grid, [options, finish](const std::tuple<std::int64_t, std::int64_t, std::int64_t, int>& g) {
     const auto [ph, pw, channels_out, divisible] = g;
     const std::int64_t extra = divisible == 0 && ph * pw > 1 ? 1 : 0;
+    return finish(feature_map(options.dtype, rc::gen::just(channels_out * ph * pw + extra)), ph, pw);
+  });
+}
+
+}  // namespace
+
+rc::Gen<RoiAlignProblem> ps_roi_align_problem(const BoxGenOptions& options) {
+  return position_sensitive_problem<RoiAlignProblem>(options, [options](rc::Gen<FeatureMap> maps, std::int64_t ph,
+                                                                        std::int64_t pw) {
+    return roi_problem<RoiAlignProblem>(
+        options, std::move(maps), [ph, pw](const FeatureMap& map, const std::vector<Roi>& roi_list, double scale) {
+          return rc::gen::map(rc::gen::element<std::int64_t>(-1, 0, 1, 2, 4), [=](std::int64_t ratio) {
+            return RoiAlignProblem{map, roi_list, scale, ph, pw, ratio, true};
+          });
+        });
+  });
+}
+
+rc::Gen<RoiPoolProblem> ps_roi_pool_problem(const BoxGenOptions& options) {
+  return position_sensitive_problem<RoiPoolProblem>(options, [options](rc::Gen<FeatureMap> maps, std::int64_t ph,
+                                                                       std::int64_t pw) {
     return roi_problem<RoiPoolProblem>(
-        options, feature_map(options.dtype, rc::gen::just(channels_out * ph * pw + extra)),
-        [ph = ph, pw = pw](const FeatureMap& map, const std::vector<Roi>& roi_list, double scale) {
+        options, std::move(maps), [ph, pw](const FeatureMap& map, const std::vector<Roi>& roi_list, double scale) {
           return rc::gen::just(RoiPoolProblem{map, roi_list, scale, ph, pw});
         });
   });

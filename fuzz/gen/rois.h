@@ -27,5 +27,7 @@ rc::Gen<RoiAlignProblem> roi_align_problem(const BoxGenOptions& options);
 rc::Gen<RoiPoolProblem> roi_pool_problem(const BoxGenOptions& options);
 // Channels a multiple of the pooled grid (now and then not: the kernel must refuse those).
 rc::Gen<RoiPoolProblem> ps_roi_pool_problem(const BoxGenOptions& options);
+// The same for PSRoIAlign, with RoIAlign's sampling ratios; aligned always (its geometry).
+rc::Gen<RoiAlignProblem> ps_roi_align_problem(const BoxGenOptions& options);
 
 }  // namespace detfuzz::gen

@@ -121,21 +121,12 @@ std::string clipped_edge_explanation(const RoiPoolProblem& p, const HostTensor& 
       bin->row_begin, bin->row_end - 1, bin->column_begin, bin->column_end - 1, p.input.height, p.input.width);
 }
 
-// A channel count the pooled grid does not divide has no position-sensitive reading: the
-// kernel must refuse it (torchvision: "input channels must be a multiple of pooling height *
-// pooling width").
-compare::Judgement refused_channels(const RoiPoolProblem& problem, const PsRoiPoolTarget& target, DType dtype,
-                                    Device device) {
+compare::Judgement refused_channels(const RoiPoolProblem& problem, const PsRoiPoolTarget& target, DType dtype, Device device) {
   compare::Judgement judgement;
   auto run = run_guarded(target, problem, dtype, device, "channels", 2);
-  if (std::holds_alternative<compare::Verdict>(run)) return judgement;  // refused (or too few outputs): fine
+  if (std::holds_alternative<compare::Verdict>(run)) return judgement;  // refused: what it must do
   judgement.outputs = std::get<std::vector<HostTensor>>(run);
-  judgement.verdicts.push_back(
-      {FindingKind::mismatch, "channels",
-       fmt::format("the input has {} channels, not a multiple of pooled_height x pooled_width = {}, and the kernel "
-                   "returned without an error",
-                   problem.input.channels, oracles::ps_channel_group(problem)),
-       {{"channels", problem.input.channels}, {"group", oracles::ps_channel_group(problem)}}});
+  judgement.verdicts.push_back(accepted_indivisible_channels(problem.input.channels, oracles::ps_channel_group(problem)));
   return judgement;
 }
 
@@ -163,22 +154,8 @@ compare::Judgement judge(const RoiPoolProblem& problem, const PsRoiPoolTarget& t
       verdict.message += clipped_edge_explanation(problem, outputs[0], flat, dtype,
                                                   target.arithmetic.dtype_of(kBinSum, dtype));
     }
-  // channel_mapping: element i of a RoI's [C / (PH * PW), PH, PW] block reads input channel i.
-  if (auto breach = compare::check_contract(outputs[1], {"channel_mapping", shape, "int32", device})) {
-    judgement.verdicts.push_back(*breach);
-  } else {
-    const auto per_roi = static_cast<std::size_t>(problem.input.channels);
-    for (std::size_t i = 0; i < outputs[1].values.size(); ++i)
-      if (outputs[1].values[i] != static_cast<double>(i % per_roi)) {
-        judgement.verdicts.push_back(
-            {FindingKind::mismatch, "channel_mapping",
-             fmt::format("channel_mapping{} is {}, the element reads input channel {} (its backward scatters the "
-                         "gradient there)",
-                         compare::shape_string(compare::element_index(i, shape)), outputs[1].values[i], i % per_roi),
-             {{"element", i}, {"kernel", outputs[1].values[i]}, {"oracle", i % per_roi}}});
-        break;
-      }
-  }
+  if (auto verdict = channel_mapping_verdict(outputs[1], shape, problem.input.channels, device))
+    judgement.verdicts.push_back(*verdict);
   if (auto verdict = accepted_bad_batch_index(problem.rois, taint, problem.input.batch))
     judgement.verdicts.push_back(*verdict);
   if (!judgement.consistent() || taint.hostile) return judgement;
@@ -240,7 +217,7 @@ std::unique_ptr<OpHarness> make_ps_roi_pool_harness(std::vector<PsRoiPoolTarget>
       tolerance.push_back(compare::tolerance({e.strict.low, e.strict.high, e.strict.bound}, dtype) +
                           std::max(e.value - e.strict.low, e.strict.high - e.value));
     }
-    if (outputs.empty()) return std::string();
+    if (outputs.empty() || oracle.size() != outputs.front().values.size()) return std::string();
     return element_table(outputs.front().shape, outputs.front().values, oracle, tolerance);
   };
   d.probe = {{1, 1, 2, 2, {1, 2, 3, 4}}, {{0, 0, 0, 1, 1}}, 1.0, 1, 1};

@@ -1,5 +1,9 @@
 #include "fuzz/ops/roi_common.h"
 
+#include <fmt/format.h>
+
+#include "fuzz/compare/contract.h"
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -124,6 +128,29 @@ std::optional<compare::Verdict> accepted_bad_batch_index(const std::vector<Roi>&
                               " of a batch of " + std::to_string(batch) +
                               ", and the kernel returned without an error (it read memory that is not its input)",
                           {{"roi", k}, {"batch_index", rois[k].batch_index}, {"batch", batch}}};
+}
+
+std::optional<compare::Verdict> channel_mapping_verdict(const HostTensor& mapping, const std::vector<std::int64_t>& shape,
+                                                        std::int64_t channels, Device device) {
+  if (auto breach = compare::check_contract(mapping, {"channel_mapping", shape, "int32", device})) return breach;
+  const auto per_roi = static_cast<std::size_t>(channels);
+  for (std::size_t i = 0; i < mapping.values.size(); ++i)
+    if (mapping.values[i] != static_cast<double>(i % per_roi))
+      return compare::Verdict{FindingKind::mismatch, "channel_mapping",
+                              fmt::format("channel_mapping{} is {}, the element reads input channel {} (its backward "
+                                          "scatters the gradient there)",
+                                          compare::shape_string(compare::element_index(i, shape)), mapping.values[i],
+                                          i % per_roi),
+                              {{"element", i}, {"kernel", mapping.values[i]}, {"oracle", i % per_roi}}};
+  return std::nullopt;
+}
+
+compare::Verdict accepted_indivisible_channels(std::int64_t channels, std::int64_t group) {
+  return {FindingKind::mismatch, "channels",
+          fmt::format("the input has {} channels, not a multiple of pooled_height x pooled_width = {}, and the kernel "
+                      "returned without an error",
+                      channels, group),
+          {{"channels", channels}, {"group", group}}};
 }
 
 std::vector<std::int64_t> pooled_shape(std::size_t rois, const FeatureMap& map, std::int64_t pooled_height,

@@ -60,6 +60,17 @@ RoiProblem cleaned(const RoiProblem& p, const RoiTaint& taint) {
 std::optional<compare::Verdict> accepted_bad_batch_index(const std::vector<Roi>& rois, const RoiTaint& taint,
                                                          std::int64_t batch);
 
+// The position-sensitive ops (ps_roi_align, ps_roi_pool): their channel_mapping output
+// [K, C / (PH * PW), PH, PW] (int32), where element i of a RoI's block reads input channel i
+// and its backward scatters the gradient there. A verdict when it breaks that.
+std::optional<compare::Verdict> channel_mapping_verdict(const HostTensor& mapping, const std::vector<std::int64_t>& shape,
+                                                        std::int64_t channels, Device device);
+
+// A channel count the pooled grid does not divide has no position-sensitive reading: a kernel
+// that returns normally on it breaks its contract (torchvision: "input channels must be a
+// multiple of pooling height * pooling width").
+compare::Verdict accepted_indivisible_channels(std::int64_t channels, std::int64_t group);
+
 // The RoI shapes [K, C, pooled_height, pooled_width].
 std::vector<std::int64_t> pooled_shape(std::size_t rois, const FeatureMap& map, std::int64_t pooled_height,
                                        std::int64_t pooled_width);

@@ -132,14 +132,19 @@ Target<RoiAlignProblem> emulated_roi_align(const std::string& name, RoiAlignVari
     const Rounding m{accumulate_type(dtype)};
     const FeatureMap& map = p.input;
     const double scale = variant.ignores_spatial_scale ? 1.0 : m.r(p.spatial_scale);
-    const double offset = p.aligned && !variant.ignores_aligned ? 0.5 : 0.0;
-    std::vector<double> out;
+    const bool aligned = p.aligned || variant.position_sensitive;
+    const double offset = aligned && !variant.ignores_aligned ? 0.5 : 0.0;
+    const std::int64_t bins = p.pooled_height * p.pooled_width;
+    if (variant.position_sensitive && (bins <= 0 || map.channels % bins != 0))
+      throw std::invalid_argument("input channels must be a multiple of pooling height * pooling width");
+    const std::int64_t channels_out = variant.position_sensitive ? map.channels / bins : map.channels;
+    std::vector<double> out, channel_mapping;
     for (const Roi& roi : p.rois) {
       const auto n = variant.ignores_batch_index ? 0 : static_cast<std::int64_t>(roi.batch_index);
       const double start_w = m.sub(m.mul(roi.x1, scale), offset), start_h = m.sub(m.mul(roi.y1, scale), offset);
       double size_w = m.sub(m.sub(m.mul(roi.x2, scale), offset), start_w);
       double size_h = m.sub(m.sub(m.mul(roi.y2, scale), offset), start_h);
-      if (!p.aligned) {
+      if (!aligned) {
         size_w = std::max(size_w, 1.0);
         size_h = std::max(size_h, 1.0);
       }
@@ -148,9 +153,14 @@ Target<RoiAlignProblem> emulated_roi_align(const std::string& name, RoiAlignVari
       const int grid_h = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio) : static_cast<int>(std::ceil(bin_h));
       const int grid_w = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio) : static_cast<int>(std::ceil(bin_w));
       const double count = m.r(std::max(grid_h * grid_w, 1));
-      for (std::int64_t c = 0; c < map.channels; ++c)
+      for (std::int64_t c_out = 0; c_out < channels_out; ++c_out)
         for (std::int64_t ph = 0; ph < p.pooled_height; ++ph)
           for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
+            const std::int64_t read = !variant.position_sensitive ? c_out
+                                      : variant.channel_off_by_one ? (c_out * bins + ph * p.pooled_width + pw + 1) % map.channels
+                                                                   : c_out * bins + ph * p.pooled_width + pw;
+            const std::int64_t c = read;
+            channel_mapping.push_back(static_cast<double>(c_out * bins + ph * p.pooled_width + pw));
             double sum = 0;
             for (int iy = 0; iy < grid_h; ++iy) {
               const double y0 = m.add(m.add(start_h, m.mul(static_cast<double>(ph), bin_h)),
@@ -179,8 +189,10 @@ Target<RoiAlignProblem> emulated_roi_align(const std::string& name, RoiAlignVari
             out.push_back(round_to(dtype, m.div(sum, count)));
           }
     }
-    std::vector<std::int64_t> shape{static_cast<std::int64_t>(p.rois.size()), map.channels, p.pooled_height,
+    std::vector<std::int64_t> shape{static_cast<std::int64_t>(p.rois.size()), channels_out, p.pooled_height,
                                     p.pooled_width};
+    if (variant.position_sensitive)
+      return std::vector<HostTensor>{tensor(shape, dtype, out), {shape, "int32", "cpu", channel_mapping}};
     return std::vector<HostTensor>{tensor(shape, dtype, out)};
   };
   return target;

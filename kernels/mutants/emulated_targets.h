@@ -48,6 +48,10 @@ struct RoiAlignVariant {
   bool ignores_spatial_scale = false;  // treats spatial_scale as 1.0
   bool ignores_aligned = false;        // never shifts by -0.5
   bool ignores_batch_index = false;    // reads image 0 for every RoI
+  // PSRoIAlign: output channel c of bin b reads input channel c * bins + b, always aligned
+  // (outputs values and channel_mapping).
+  bool position_sensitive = false;
+  bool channel_off_by_one = false;     // position-sensitive: reads channel c_in + 1 (mod C)
 };
 
 // torchvision's RoIAlign forward, every step rounded to the accumulate type of the dtype.

@@ -8,6 +8,11 @@
 //                                    pixel off (the Detectron2 pixel-model fix undone)
 //   roi_pool_ignores_spatial_scale   as for RoIAlign, in max pooling
 //
+// PSRoIAlign's twin is the plain-C++ RoIAlign in its position-sensitive mode ("twin:ps_roi_align"):
+// torchvision's sums fp16 in fp16, so it is a clean twin in fp32 and fp64 only.
+//   ps_roi_align_ignores_spatial_scale   as for RoIAlign
+//   ps_roi_align_channel_off_by_one      each bin reads the next input channel
+//
 // PSRoIPool's twin is the plain-C++ port (kernels/mutants/emulated_targets.cpp, "twin:ps_roi_pool"):
 // torchvision's own kernel drops the map's last row and column (oracles/ps_roi_pool.h), so it
 // is no clean twin.
@@ -37,6 +42,20 @@ std::vector<Target<RoiPoolProblem>> roi_pool_mutants(const KernelConfig& config)
       rewriting<RoiPoolProblem>(torchvision_roi_pool_target(config), "roi_pool_ignores_spatial_scale",
                                 "torchvision::roi_pool called with spatial_scale 1.0 whatever was asked",
                                 [](RoiPoolProblem& p) { p.spatial_scale = 1.0; }),
+  };
+}
+
+std::vector<Target<RoiAlignProblem>> ps_roi_align_mutants() {
+  RoiAlignVariant correct, unscaled, shifted;
+  correct.position_sensitive = unscaled.position_sensitive = shifted.position_sensitive = true;
+  unscaled.ignores_spatial_scale = true;
+  shifted.channel_off_by_one = true;
+  return {
+      emulated_roi_align("twin:ps_roi_align", correct, "position-sensitive RoIAlign forward in plain C++"),
+      emulated_roi_align("mutant:ps_roi_align_ignores_spatial_scale", unscaled,
+                         "PSRoIAlign with spatial_scale treated as 1.0"),
+      emulated_roi_align("mutant:ps_roi_align_channel_off_by_one", shifted,
+                         "PSRoIAlign reading input channel c_in + 1 for each bin"),
   };
 }
 

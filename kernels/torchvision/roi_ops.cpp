@@ -2,6 +2,8 @@
 //   int pooled_width, int sampling_ratio, bool aligned) -> Tensor
 // torchvision::roi_pool(Tensor input, Tensor rois, float spatial_scale, int pooled_height,
 //   int pooled_width) -> (Tensor, Tensor)
+// torchvision::ps_roi_align(Tensor input, Tensor rois, float spatial_scale, int pooled_height,
+//   int pooled_width, int sampling_ratio) -> (Tensor, Tensor)
 // torchvision::ps_roi_pool(Tensor input, Tensor rois, float spatial_scale, int pooled_height,
 //   int pooled_width) -> (Tensor, Tensor)
 // all called boxed through the dispatcher.
@@ -65,6 +67,19 @@ Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config) {
         return std::vector<c10::IValue>{feature_tensor(p.input, dtype, device), rois_tensor(p.rois, dtype, device),
                                         p.spatial_scale, p.pooled_height, p.pooled_width};
       });
+}
+
+Target<RoiAlignProblem> torchvision_ps_roi_align_target(const KernelConfig& config) {
+  Target<RoiAlignProblem> target = torchvision_target<RoiAlignProblem>(
+      config, "torchvision::ps_roi_align", "torchvision::ps_roi_align from the loaded torchvision op library (boxed)",
+      [](const RoiAlignProblem& p, DType dtype, Device device) {
+        return std::vector<c10::IValue>{feature_tensor(p.input, dtype, device), rois_tensor(p.rois, dtype, device),
+                                        p.spatial_scale, p.pooled_height, p.pooled_width, p.sampling_ratio};
+      });
+  // torchvision 0.14.1 csrc/ops/cpu/ps_roi_align_kernel.cpp (Half dispatched on the CPU) and
+  // cuda/ps_roi_align_kernel.cu declare `T out_sum = 0` and sum the samples in T.
+  target.arithmetic = {{"*"}, "torchvision 0.14.1 csrc/ops/cpu/ps_roi_align_kernel.cpp: T out_sum accumulates in T"};
+  return target;
 }
 
 Target<RoiPoolProblem> torchvision_ps_roi_pool_target(const KernelConfig& config) {

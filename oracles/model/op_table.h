@@ -44,6 +44,7 @@
   DETFUZZ_OP(roi_pool, RoiPoolProblem,                                                                            \
              "roi_pool(Tensor input, Tensor rois, float spatial_scale, int pooled_height, int pooled_width) "     \
              "-> (Tensor, Tensor)")                                                                             \
+  DETFUZZ_OP(ps_roi_align, RoiAlignProblem, nullptr)                                                             \
   DETFUZZ_OP(ps_roi_pool, RoiPoolProblem,                                                                         \
              "ps_roi_pool(Tensor input, Tensor rois, float spatial_scale, int pooled_height, int pooled_width) "  \
              "-> (Tensor, Tensor)")
