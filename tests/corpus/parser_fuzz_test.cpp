@@ -59,6 +59,7 @@ std::vector<std::string> seed_texts() {
   add("batched_nms", to_json(BatchedNmsProblem{{{0, 0, 1, 1}, {0, 0, 2, 2}}, {0.9, 0.1}, {0, 3}, 0.5, DType::fp16, true, 1}));
   add("roi_align", to_json(RoiAlignProblem{{1, 2, 1, 2, {1, 2, 3, 4}}, {{0, 0, 0, 1, 1}}, 0.5, 2, 2, -1, true}));
   add("roi_pool", to_json(RoiPoolProblem{{1, 1, 2, 2, {1, 2, 3, 4}}, {{0, 0, 0, 1, 1}}, 1.0, 1, 1}));
+  add("ps_roi_align", to_json(RoiAlignProblem{{1, 4, 1, 1, {1, 2, 3, 4}}, {{0, 0, 0, 1, 1}}, 0.5, 2, 2, -1, true}));
   add("ps_roi_pool", to_json(RoiPoolProblem{{1, 4, 1, 1, {1, 2, 3, 4}}, {{0, 0, 0, 1, 1}}, 1.0, 2, 2}));
   return texts;
 }
@@ -75,7 +76,7 @@ void read_everything(const std::string& path) {
   if (file.op == "matcher") matcher_problem_from_json(file.input);
   if (file.op == "box_area") box_area_problem_from_json(file.input);
   if (file.op == "giou_loss") giou_loss_problem_from_json(file.input);
-  if (file.op == "roi_align") roi_align_problem_from_json(file.input);
+  if (file.op == "roi_align" || file.op == "ps_roi_align") roi_align_problem_from_json(file.input);
   if (file.op == "roi_pool" || file.op == "ps_roi_pool") roi_pool_problem_from_json(file.input);
 }
 

@@ -191,7 +191,7 @@ TEST(CaseStreams, EveryOpsSeedsStillGiveThePinnedCases) {
       {"box_coder", 0x3c17dd9370e12e7fULL},    {"regression_loss", 0xf138ca73b8da90d5ULL},
       {"fast_rcnn_loss", 0xf537ef90ade9ab77ULL}, {"matcher", 0x554bde5b188650eeULL},
       {"roi_align", 0x11cd3d366f08490aULL},    {"roi_pool", 0x5f5003da05a36a3cULL},
-      {"ps_roi_pool", 0x69a86a0ba8a7cc26ULL},
+      {"ps_roi_align", 0x422a1a8f88548bacULL},  {"ps_roi_pool", 0x69a86a0ba8a7cc26ULL},
   };
   const fuzz::Registry registry = fuzz::default_registry(kernels::KernelConfig{});
   for (const auto& op : registry.ops) {

@@ -195,6 +195,58 @@ TEST(RoiAlignOracle, ClosedFormLanesAreTheChannels) {
   }
 }
 
+// PSRoIAlign: element (k, c, ph, pw) is aligned RoIAlign's element (k, c * bins + bin, ph, pw),
+// in both the closed form (bin by bin over the bin's channels) and the reference.
+TEST(PsRoiAlignOracle, EachElementIsAlignedRoiAlignOfItsBinsChannel) {
+  RoiAlignProblem p;
+  p.input = {2, 12, 7, 9, {}};
+  for (std::int64_t i = 0; i < 2 * 12 * 7 * 9; ++i) p.input.values.push_back(std::cos(static_cast<double>(i)) * 5);
+  p.rois = {{1, 0.3, 1.7, 8.1, 6.2}, {0, -2, -1.5, 4, 3}, {1, 2, 2, 2, 2}};
+  p.spatial_scale = 0.9;
+  p.pooled_height = 3;
+  p.pooled_width = 2;
+  p.sampling_ratio = -1;
+  p.aligned = false;  // ignored: PSRoIAlign always samples as aligned RoIAlign
+  RoiAlignProblem aligned = p;
+  aligned.aligned = true;
+  const std::size_t bins = 6, channels = 12;
+  for (DType storage : kFloatDTypes) {
+    const auto ps = ps_roi_align(p, storage), reference = ps_roi_align_reference(p, storage);
+    const auto plain = roi_align(aligned, storage);
+    ASSERT_EQ(ps.size(), 3 * channels);
+    ASSERT_EQ(reference.size(), ps.size());
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      const std::size_t k = i / channels, within = i % channels, bin = i % bins;
+      const RoiAlignElement& same = plain[(k * channels + within) * bins + bin];
+      EXPECT_EQ(ps[i].value, same.value) << i;
+      EXPECT_EQ(ps[i].strict.low, same.strict.low) << i;
+      EXPECT_EQ(ps[i].strict.high, same.strict.high) << i;
+      EXPECT_EQ(ps[i].storage.bound, same.storage.bound) << i;
+      EXPECT_EQ(ps[i].unconstrained, same.unconstrained) << i;
+      EXPECT_EQ(reference[i].value, ps[i].value) << i;
+      EXPECT_GE(ps[i].strict.bound, reference[i].strict.bound * (1 - 1e-12)) << i;
+    }
+  }
+}
+
+TEST(PsRoiAlignOracle, MatchesTorchvisionOnTheArangeMap) {
+  // Channel c holds 16 c + 4 h + w; the whole-map RoI's four bins each average their own
+  // channel's 2 x 2 block (torchvision 0.14.1 and 0.26.0 give these values).
+  RoiAlignProblem p{{1, 4, 4, 4, {}}, {{0, 0, 0, 4, 4}}, 1.0, 2, 2, -1, true};
+  for (int i = 0; i < 64; ++i) p.input.values.push_back(i);
+  EXPECT_EQ(values_of(ps_roi_align(p, DType::fp32)), (std::vector<double>{2.5, 20.5, 42.5, 60.5}));
+}
+
+TEST(PsRoiAlignOracle, AChannelCountTheGridDoesNotDivideHasNoAnswer) {
+  RoiAlignProblem p{{1, 3, 2, 2, std::vector<double>(12, 1.0)}, {{0, 0, 0, 2, 2}}, 1.0, 2, 1, -1, true};
+  EXPECT_TRUE(ps_roi_align(p, DType::fp32).empty());
+}
+
+TEST(PsRoiAlignOracle, AZeroSizeRoiWithAdaptiveSamplingAveragesNothingToZero) {
+  RoiAlignProblem p{{1, 1, 2, 2, {1, 2, 3, 4}}, {{0, 1, 1, 1, 1}}, 1.0, 1, 1, -1, true};
+  EXPECT_EQ(ps_roi_align(p, DType::fp32).at(0).value, 0.0);
+}
+
 // The slope that turns a position error into a value error: the cell's own while the error
 // stays inside the cell, every cell the position may reach otherwise. Map: 0 except a
 // 1024 step between columns 3 and 4. One sample at feature position (0.5, x), aligned, scale
