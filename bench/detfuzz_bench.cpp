@@ -23,6 +23,7 @@
 #include "oracles/box_iou.h"
 #include "oracles/giou.h"
 #include "oracles/nms.h"
+#include "oracles/ps_roi_pool.h"
 #include "oracles/roi_align.h"
 
 namespace detfuzz {
@@ -217,6 +218,57 @@ void BM_TorchvisionRoiAlignKernel(benchmark::State& state, DType dtype) {
   for (auto _ : state) benchmark::DoNotOptimize(call());
 }
 
+// R-FCN's position-sensitive score maps: 5 x 7 x 7 = 245 channels on the same 200 x 256
+// level, 7 x 7 bins, 2 x 2 samples (PSRoIAlign), the same RoIs.
+RoiAlignProblem ps_roi_align_problem(std::size_t rois) {
+  RoiAlignProblem p = roi_align_problem(rois);
+  p.input.channels = 245;
+  p.input.values.resize(static_cast<std::size_t>(245 * 200 * 256));
+  return p;
+}
+
+RoiPoolProblem ps_roi_pool_problem(std::size_t rois) {
+  const RoiAlignProblem a = ps_roi_align_problem(rois);
+  return {a.input, a.rois, a.spatial_scale, a.pooled_height, a.pooled_width};
+}
+
+void BM_PsRoiAlignOracle(benchmark::State& state) {
+  const RoiAlignProblem p = ps_roi_align_problem(static_cast<std::size_t>(state.range(0)));
+  benchmark::DoNotOptimize(oracles::ps_roi_align(p, DType::fp32));
+  for (auto _ : state) benchmark::DoNotOptimize(oracles::ps_roi_align(p, DType::fp32));
+}
+
+void BM_PsRoiPoolOracle(benchmark::State& state) {
+  const RoiPoolProblem p = ps_roi_pool_problem(static_cast<std::size_t>(state.range(0)));
+  benchmark::DoNotOptimize(oracles::ps_roi_pool(p, DType::fp32));
+  for (auto _ : state) benchmark::DoNotOptimize(oracles::ps_roi_pool(p, DType::fp32));
+}
+
+// The torchvision kernel alone, fp32, tensors built once (as TorchvisionRoiAlignKernel).
+void BM_TorchvisionPsKernel(benchmark::State& state, const char* op_name) {
+  const kernels::LibraryStatus& library = kernels::load_torchvision(kConfig);
+  if (!library.loaded) {
+    state.SkipWithError(library.error.c_str());
+    return;
+  }
+  const auto op = kernels::find_op(op_name);
+  const RoiAlignProblem p = ps_roi_align_problem(static_cast<std::size_t>(state.range(0)));
+  std::vector<double> flat;
+  for (const Roi& r : p.rois) flat.insert(flat.end(), {r.batch_index, r.x1, r.y1, r.x2, r.y2});
+  const at::Tensor input = kernels::values_tensor(p.input.values, DType::fp32, Device::cpu)
+                               .reshape({p.input.batch, p.input.channels, p.input.height, p.input.width});
+  const at::Tensor rois =
+      kernels::values_tensor(flat, DType::fp32, Device::cpu).reshape({static_cast<std::int64_t>(p.rois.size()), 5});
+  const bool align = std::string(op_name) == "torchvision::ps_roi_align";
+  auto call = [&] {
+    std::vector<c10::IValue> args{input, rois, p.spatial_scale, p.pooled_height, p.pooled_width};
+    if (align) args.emplace_back(p.sampling_ratio);
+    return kernels::call_boxed(*op, std::move(args));
+  };
+  benchmark::DoNotOptimize(call());
+  for (auto _ : state) benchmark::DoNotOptimize(call());
+}
+
 // detfuzz's own RoIAlign kernel in host emulation (one output element at a time, the CUDA
 // kernel's element function), fp32, the map converted once outside the timed loop: the
 // counterpart of TorchvisionRoiAlignKernel/fp32.
@@ -293,6 +345,10 @@ BENCHMARK(BM_TorchvisionRoiAlign) DETFUZZ_ROI_COUNTS;
 BENCHMARK_CAPTURE(BM_TorchvisionRoiAlignKernel, fp32, DType::fp32) DETFUZZ_ROI_COUNTS;
 BENCHMARK_CAPTURE(BM_TorchvisionRoiAlignKernel, fp64, DType::fp64) DETFUZZ_ROI_COUNTS;
 BENCHMARK(BM_NativeRoiAlignKernel) DETFUZZ_ROI_COUNTS;
+BENCHMARK(BM_PsRoiAlignOracle) DETFUZZ_ROI_COUNTS;
+BENCHMARK_CAPTURE(BM_TorchvisionPsKernel, ps_roi_align, "torchvision::ps_roi_align") DETFUZZ_ROI_COUNTS;
+BENCHMARK(BM_PsRoiPoolOracle) DETFUZZ_ROI_COUNTS;
+BENCHMARK_CAPTURE(BM_TorchvisionPsKernel, ps_roi_pool, "torchvision::ps_roi_pool") DETFUZZ_ROI_COUNTS;
 BENCHMARK_CAPTURE(BM_GenerateCase, nms, &gen::nms_problem)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_GenerateCase, batched_nms, &gen::batched_nms_problem)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_GenerateCase, regression_loss, &gen::regression_loss_problem)->Unit(benchmark::kMicrosecond);

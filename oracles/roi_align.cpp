@@ -34,18 +34,19 @@ struct BinSum {
   double extra_error[kTiers]{};                 // position errors through the local slope
 };
 
-RoiGeometry geometry(const RoiAlignProblem& p, const Roi& roi) {
+// `aligned`: the problem's flag, or true for PSRoIAlign (whose geometry it is).
+RoiGeometry geometry(const RoiAlignProblem& p, const Roi& roi, bool aligned) {
   RoiGeometry g;
   ErrorTracker& t = g.tracker;
   // torchvision passes spatial_scale as T: a kernel in fp16 rounds it.
   const Tracked scale = t.input(p.spatial_scale);
-  const Tracked offset = t.input(p.aligned ? 0.5 : 0.0);
+  const Tracked offset = t.input(aligned ? 0.5 : 0.0);
   g.start_w = t.sub(t.mul(t.input(roi.x1), scale), offset);
   g.start_h = t.sub(t.mul(t.input(roi.y1), scale), offset);
   const Tracked end_w = t.sub(t.mul(t.input(roi.x2), scale), offset);
   const Tracked end_h = t.sub(t.mul(t.input(roi.y2), scale), offset);
   Tracked size_w = t.sub(end_w, g.start_w), size_h = t.sub(end_h, g.start_h);
-  if (!p.aligned) {
+  if (!aligned) {
     size_w = t.max(size_w, t.input(1.0));
     size_h = t.max(size_h, t.input(1.0));
   }
@@ -244,29 +245,31 @@ struct ChannelLayout {
   std::vector<FeatureMap> bin_maps;
 };
 
-ChannelLayout position_sensitive_layout(const RoiAlignProblem& p, Arithmetic arithmetic) {
-  ChannelLayout layout;
+// Into `layout`, whose maps keep their memory from call to call (per thread): a bench-sized
+// map's copy is 100 MB, and fresh pages for it every call were half of the oracle's time.
+void position_sensitive_layout(const RoiAlignProblem& p, Arithmetic arithmetic, ChannelLayout& layout) {
   layout.position_sensitive = true;
-  if (arithmetic != Arithmetic::closed_form) return layout;
+  if (arithmetic != Arithmetic::closed_form) return;
   const FeatureMap& map = p.input;
   const std::int64_t bins = p.pooled_height * p.pooled_width, channels_out = map.channels / bins;
   const auto plane = static_cast<std::size_t>(map.height * map.width);
+  layout.bin_maps.resize(static_cast<std::size_t>(bins));
   for (std::int64_t bin = 0; bin < bins; ++bin) {
-    FeatureMap m{map.batch, channels_out, map.height, map.width, {}};
-    m.values.reserve(static_cast<std::size_t>(map.batch * channels_out) * plane);
+    FeatureMap& m = layout.bin_maps[static_cast<std::size_t>(bin)];
+    m.batch = map.batch;
+    m.channels = channels_out;
+    m.height = map.height;
+    m.width = map.width;
+    m.values.resize(static_cast<std::size_t>(map.batch * channels_out) * plane);
+    double* into = m.values.data();
     for (std::int64_t n = 0; n < map.batch; ++n)
-      for (std::int64_t c = 0; c < channels_out; ++c) {
+      for (std::int64_t c = 0; c < channels_out; ++c, into += plane) {
         const double* from = &map.values[static_cast<std::size_t>((n * map.channels + c * bins + bin)) * plane];
-        m.values.insert(m.values.end(), from, from + plane);
+        std::copy(from, from + plane, into);
       }
-    layout.bin_maps.push_back(std::move(m));
   }
-  return layout;
 }
 
-// The elements of one RoI (channels x bins) for one grid count: the reference channel by
-// channel, the closed form bin by bin with the channels as lanes. Into results[0, channels
-// x bins), every field written.
 void evaluate_ps_roi(const RoiAlignProblem& p, const Roi& roi, RoiGeometry& g, int grid_h, int grid_w,
                      const Tiers& tiers, DType storage, Arithmetic arithmetic, const ChannelLayout& layout,
                      RoiAlignElement* results);
@@ -374,7 +377,7 @@ RoiAlignAnswer evaluate(const RoiAlignProblem& p, DType storage, Arithmetic arit
   // every time.
   thread_local RoiAlignAnswer other;
   for (const Roi& roi : p.rois) {
-    RoiGeometry g = geometry(p, roi);
+    RoiGeometry g = geometry(p, roi, p.aligned || layout.position_sensitive);
     auto grid = [&](const Tracked& bin) {
       return p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::max(1.0, std::ceil(std::fabs(bin.value)));
     };
@@ -445,9 +448,11 @@ namespace {
 RoiAlignAnswer evaluate_ps(const RoiAlignProblem& problem, DType storage, Arithmetic arithmetic) {
   const std::int64_t bins = problem.pooled_height * problem.pooled_width;
   if (bins <= 0 || problem.input.channels % bins != 0) return {};
-  RoiAlignProblem aligned = problem;
-  aligned.aligned = true;  // PSRoIAlign's geometry is aligned RoIAlign's: the -0.5 shift, no size clamp
-  return evaluate(aligned, storage, arithmetic, position_sensitive_layout(aligned, arithmetic));
+  // PSRoIAlign's geometry is aligned RoIAlign's (the -0.5 shift, no size clamp), whatever
+  // problem.aligned says: the layout tells evaluate so (a copy of the problem would copy its map).
+  thread_local ChannelLayout layout;
+  position_sensitive_layout(problem, arithmetic, layout);
+  return evaluate(problem, storage, arithmetic, layout);
 }
 
 }  // namespace
