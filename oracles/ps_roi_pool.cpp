@@ -29,8 +29,8 @@ inline bool holds(DType dtype, double value) {
 // The mean of one channel over a span, summed in torchvision's order (rows outer, columns
 // inner, one running sum), then divided by the span's area. The running error analysis of
 // ErrorTracker (running_error.h) written out for this one formula, for the two tiers' formats
-// only: each partial sum that does not round exactly (in double, or into the format) adds
-// u |sum|, the division likewise. The map's values are held by the storage dtype (they were
+// only: each partial sum that may round (its operand already did, or the exact sum is not held
+// in double or in the format) adds u |sum|, the division likewise. The map's values are held by the storage dtype (they were
 // rounded to it), so every term enters exact. A bench-sized call adds 10^8 values: the general
 // tracker, four formats per step, made the oracle 30 times slower than the kernel.
 BinMean bin_mean(const FeatureMap& map, std::int64_t n, std::int64_t c, const quantized_bins::Span& rows,
@@ -52,9 +52,11 @@ BinMean bin_mean(const FeatureMap& map, std::int64_t n, std::int64_t c, const qu
       const double next = sum + v;
       const double back = next - sum;  // TwoSum, inline: this loop is the oracle's time
       const bool double_exact = (sum - (next - back)) + (v - back) == 0;
+      // A step is exact only where its operands are (the kernel's running sum is ours) and
+      // its result is held: after one rounding every later step may round too.
       for (int tier = 0; tier < tiers; ++tier)
-        if (!double_exact || !holds(tier_dtype[tier], next)) error[tier] += u[tier] * std::fabs(next);
-      if (!double_exact) error64 += u64 * std::fabs(next);
+        if (!double_exact || error[tier] > 0 || !holds(tier_dtype[tier], next)) error[tier] += u[tier] * std::fabs(next);
+      if (!double_exact || error64 > 0) error64 += u64 * std::fabs(next);
       sum = next;
       largest_sum = std::max(largest_sum, std::fabs(sum));
     }
@@ -66,9 +68,9 @@ BinMean bin_mean(const FeatureMap& map, std::int64_t n, std::int64_t c, const qu
   const bool division_exact = std::isfinite(mean) && std::fma(mean, area, -sum) == 0;
   BinMean out;
   out.value = mean;
-  const double mean_error64 = error64 / area + (division_exact ? 0 : u64 * std::fabs(mean));
+  const double mean_error64 = error64 / area + (division_exact && error64 == 0 ? 0 : u64 * std::fabs(mean));
   for (int tier = 0; tier < 2; ++tier) {
-    const bool exact = division_exact && round_to(tier_dtype[tier], mean) == mean;
+    const bool exact = division_exact && error[tier] == 0 && round_to(tier_dtype[tier], mean) == mean;
     out.error[tier] = kSafety * (error[tier] / area + (exact ? 0 : u[tier] * std::fabs(mean)) + mean_error64);
   }
   out.in_range = in_range;
