@@ -47,38 +47,6 @@ std::vector<compare::ExpectedValue> expected_values(const RoiAlignProblem& p, DT
   return expected;
 }
 
-// The stage a low-precision accumulation overflows: the bin's sum before the division by its
-// count (`out_sum += val; out_sum /= count`), as for RoIAlign (roi_align_op.cpp), over the
-// same samples.
-constexpr const char* kBinSum = "the sum of a bin's samples";
-
-compare::OverflowExplainer bin_sum_explainer(const RoiAlignProblem& p, const std::vector<compare::ExpectedValue>& expected,
-                                             const kernels::Arithmetic& arithmetic, DType dtype) {
-  const DType sum_dtype = arithmetic.dtype_of(kBinSum, dtype);
-  if (sum_dtype == accumulate_type(dtype)) return {};
-  return [&p, &expected, &arithmetic, sum_dtype](std::size_t element) -> std::optional<compare::StageOverflow> {
-    RoiAlignProblem aligned = p;
-    aligned.aligned = true;
-    const std::vector<double> samples = oracles::roi_align_bin_samples(aligned, roi_align_element(p, element));
-    if (samples.empty()) return std::nullopt;
-    const double count = static_cast<double>(samples.size());
-    const compare::ExpectedValue& e = expected[element];
-    auto overflows = [sum_dtype](double value) { return std::isinf(round_to(sum_dtype, value)); };
-    const std::string stage = fmt::format("{} ({:g} samples) before dividing by their count", kBinSum, count);
-    const double sum = e.value * count;
-    if (overflows(sum)) return compare::StageOverflow{stage, sum, sum, sum_dtype, arithmetic.source};
-    double running = 0;
-    for (std::size_t taken = 1; taken <= samples.size(); ++taken) {
-      running += samples[taken - 1];
-      if (overflows(running))
-        return compare::StageOverflow{
-            fmt::format("the running sum of a bin's samples (after {} of {}; the final sum is {})", taken, samples.size(), sum),
-            running, running, sum_dtype, arithmetic.source};
-    }
-    return std::nullopt;
-  };
-}
-
 // torchvision's ps_roi_align divides a bin's sum by `count = roi_bin_grid_h *
 // roi_bin_grid_w` without roi_align's max(count, 1): with an adaptive sampling_ratio a RoI of
 // zero width or height has a grid of ceil(0) = 0 samples, and 0 / 0 is NaN where RoIAlign
@@ -118,7 +86,13 @@ compare::Judgement judge(const RoiAlignProblem& problem, const PsRoiAlignTarget&
       timed_oracle([&] { return expected_values(problem, dtype, taint); });
   compare::Judgement judgement =
       compare::compare_continuous(outputs[0], expected, {"output", shape, std::string(dtype_name(dtype)), device}, dtype,
-                                  bin_sum_explainer(problem, expected, target.arithmetic, dtype));
+                                  bin_sum_explainer(
+                                      [&problem](std::size_t element) {
+                                        RoiAlignProblem aligned = problem;  // its geometry (only for a failing element)
+                                        aligned.aligned = true;
+                                        return oracles::roi_align_bin_samples(aligned, roi_align_element(problem, element));
+                                      },
+                                      expected, target.arithmetic, dtype));
   judgement.outputs = outputs;
   for (compare::Verdict& verdict : judgement.verdicts)
     if (verdict.kind == FindingKind::nan && verdict.details.contains("element")) {
@@ -133,20 +107,7 @@ compare::Judgement judge(const RoiAlignProblem& problem, const PsRoiAlignTarget&
   if (auto verdict = accepted_bad_batch_index(problem.rois, taint, problem.input.batch))
     judgement.verdicts.push_back(*verdict);
   if (!judgement.consistent() || taint.hostile) return judgement;
-  if (auto doubled = doubled_map(problem.input, dtype)) {
-    RoiAlignProblem scaled = problem;
-    scaled.input = *doubled;
-    auto rerun = run_guarded(target, scaled, dtype, device, "value_scaling", 2);
-    if (auto* verdict = std::get_if<compare::Verdict>(&rerun)) {
-      judgement.verdicts.push_back(*verdict);
-    } else {
-      HostTensor halved = std::get<std::vector<HostTensor>>(rerun).front();
-      for (double& v : halved.values) v /= 2;
-      if (halved.values != outputs[0].values)
-        judgement.verdicts.push_back({FindingKind::mismatch, "value_scaling",
-                                      "doubling every feature value did not double every output exactly", {}});
-    }
-  }
+  check_value_scaling(problem, target, dtype, device, 2, judgement);
   return judgement;
 }
 

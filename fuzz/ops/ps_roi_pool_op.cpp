@@ -75,7 +75,8 @@ std::pair<std::int64_t, std::int64_t> forward_kernel_ends(const RoiPoolProblem& 
 // torchvision's forward sums (else the value is that bug's, not the dtype's).
 constexpr const char* kBinSum = "the sum of a bin's values";
 
-compare::OverflowExplainer bin_sum_explainer(const RoiPoolProblem& p, const kernels::Arithmetic& arithmetic, DType dtype) {
+compare::OverflowExplainer bin_values_sum_explainer(const RoiPoolProblem& p, const kernels::Arithmetic& arithmetic,
+                                                    DType dtype) {
   const DType sum_dtype = arithmetic.dtype_of(kBinSum, dtype);
   if (sum_dtype == accumulate_type(dtype)) return {};
   return [&p, &arithmetic, sum_dtype](std::size_t element) -> std::optional<compare::StageOverflow> {
@@ -142,7 +143,7 @@ compare::Judgement judge(const RoiPoolProblem& problem, const PsRoiPoolTarget& t
       timed_oracle([&] { return expected_values(problem, dtype, taint); });
   compare::Judgement judgement =
       compare::compare_continuous(outputs[0], expected, {"output", shape, std::string(dtype_name(dtype)), device}, dtype,
-                                  bin_sum_explainer(problem, target.arithmetic, dtype));
+                                  bin_values_sum_explainer(problem, target.arithmetic, dtype));
   judgement.outputs = outputs;
   for (compare::Verdict& verdict : judgement.verdicts)
     if ((verdict.kind == FindingKind::mismatch || verdict.kind == FindingKind::nan) &&
@@ -159,20 +160,7 @@ compare::Judgement judge(const RoiPoolProblem& problem, const PsRoiPoolTarget& t
   if (auto verdict = accepted_bad_batch_index(problem.rois, taint, problem.input.batch))
     judgement.verdicts.push_back(*verdict);
   if (!judgement.consistent() || taint.hostile) return judgement;
-  if (auto doubled = doubled_map(problem.input, dtype)) {
-    RoiPoolProblem scaled = problem;
-    scaled.input = *doubled;
-    auto rerun = run_guarded(target, scaled, dtype, device, "value_scaling", 2);
-    if (auto* verdict = std::get_if<compare::Verdict>(&rerun)) {
-      judgement.verdicts.push_back(*verdict);
-    } else {
-      HostTensor halved = std::get<std::vector<HostTensor>>(rerun).front();
-      for (double& v : halved.values) v /= 2;
-      if (halved.values != outputs[0].values)
-        judgement.verdicts.push_back({FindingKind::mismatch, "value_scaling",
-                                      "doubling every feature value did not double every output exactly", {}});
-    }
-  }
+  check_value_scaling(problem, target, dtype, device, 2, judgement);
   return judgement;
 }
 

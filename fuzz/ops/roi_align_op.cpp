@@ -34,44 +34,6 @@ std::vector<std::int64_t> shape_of(const RoiAlignProblem& p) {
   return pooled_shape(p.rois.size(), p.input, p.pooled_height, p.pooled_width);
 }
 
-// The stage a low-precision accumulation overflows: the sum of a bin's samples before the
-// division by their count (torchvision's `output_val += ...; output_val /= count`). Its exact
-// final value is the oracle's average times the count, and the kernel's sum lies within the
-// storage tier's interval and bound times the count of it; where that reach rounds to
-// infinity in the dtype the target sums in, the sum overflowed by that dtype's doing. Else the
-// running sums, in the kernel's order over the oracle's fp64 samples: one whose true value
-// rounds to infinity there is named with the samples it took (values of both signs can pass
-// the range and come back).
-constexpr const char* kBinSum = "the sum of a bin's samples";
-
-compare::OverflowExplainer bin_sum_explainer(const RoiAlignProblem& p, const std::vector<compare::ExpectedValue>& expected,
-                                             const kernels::Arithmetic& arithmetic, DType dtype) {
-  const DType sum_dtype = arithmetic.dtype_of(kBinSum, dtype);
-  if (sum_dtype == accumulate_type(dtype)) return {};
-  return [&p, &expected, &arithmetic, sum_dtype](std::size_t element) -> std::optional<compare::StageOverflow> {
-    const std::vector<double> samples = oracles::roi_align_bin_samples(p, element);
-    if (samples.empty()) return std::nullopt;
-    const double count = static_cast<double>(samples.size());
-    const compare::ExpectedValue& e = expected[element];
-    const double sum = e.value * count;
-    const double farthest = std::fabs(e.storage.low) > std::fabs(e.storage.high) ? e.storage.low : e.storage.high;
-    const double reach = std::copysign(std::fabs(farthest) + e.storage.bound, farthest) * count;
-    auto overflows = [sum_dtype](double value) { return std::isinf(round_to(sum_dtype, value)); };
-    const std::string stage = fmt::format("{} ({:g} samples) before dividing by their count", kBinSum, count);
-    if (overflows(sum)) return compare::StageOverflow{stage, sum, sum, sum_dtype, arithmetic.source};
-    if (overflows(reach)) return compare::StageOverflow{stage, sum, reach, sum_dtype, arithmetic.source};
-    double running = 0;
-    for (std::size_t taken = 1; taken <= samples.size(); ++taken) {
-      running += samples[taken - 1];
-      if (overflows(running))
-        return compare::StageOverflow{
-            fmt::format("the running sum of a bin's samples (after {} of {}; the final sum is {})", taken, samples.size(), sum),
-            running, running, sum_dtype, arithmetic.source};
-    }
-    return std::nullopt;
-  };
-}
-
 compare::Judgement judge(const RoiAlignProblem& problem, const RoiAlignTarget& target, DType dtype, Device device) {
   const RoiTaint taint = roi_taint(problem);
   auto run = run_target(target, problem, dtype, device, taint.hostile);
@@ -81,25 +43,13 @@ compare::Judgement judge(const RoiAlignProblem& problem, const RoiAlignTarget& t
   const std::vector<compare::ExpectedValue> expected =
       timed_oracle([&] { return expected_values(problem, dtype, taint); });
   compare::Judgement judgement = compare::compare_continuous(
-      output, expected, contract, dtype, bin_sum_explainer(problem, expected, target.arithmetic, dtype));
+      output, expected, contract, dtype, bin_sum_explainer([&problem](std::size_t element) { return oracles::roi_align_bin_samples(problem, element); },
+                                            expected, target.arithmetic, dtype));
   judgement.outputs = {output};
   if (auto verdict = accepted_bad_batch_index(problem.rois, taint, problem.input.batch))
     judgement.verdicts.push_back(*verdict);
   if (!judgement.consistent() || taint.hostile) return judgement;
-  if (auto doubled = doubled_map(problem.input, dtype)) {
-    RoiAlignProblem scaled = problem;
-    scaled.input = *doubled;
-    auto rerun = run_guarded(target, scaled, dtype, device, "value_scaling");
-    if (auto* verdict = std::get_if<compare::Verdict>(&rerun)) {
-      judgement.verdicts.push_back(*verdict);
-    } else {
-      HostTensor halved = std::get<std::vector<HostTensor>>(rerun).front();
-      for (double& v : halved.values) v /= 2;
-      if (halved.values != output.values && halved.values.size() == output.values.size())
-        judgement.verdicts.push_back({FindingKind::mismatch, "value_scaling",
-                                      "doubling every feature value did not double every output exactly", {}});
-    }
-  }
+  check_value_scaling(problem, target, dtype, device, 1, judgement);
   return judgement;
 }
 

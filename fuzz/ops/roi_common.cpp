@@ -153,6 +153,40 @@ compare::Verdict accepted_indivisible_channels(std::int64_t channels, std::int64
           {{"channels", channels}, {"group", group}}};
 }
 
+namespace {
+constexpr const char* kBinSum = "the sum of a bin's samples";
+}  // namespace
+
+compare::OverflowExplainer bin_sum_explainer(std::function<std::vector<double>(std::size_t)> samples_of,
+                                             const std::vector<compare::ExpectedValue>& expected,
+                                             const kernels::Arithmetic& arithmetic, DType dtype) {
+  const DType sum_dtype = arithmetic.dtype_of(kBinSum, dtype);
+  if (sum_dtype == accumulate_type(dtype)) return {};
+  return [samples_of = std::move(samples_of), &expected, &arithmetic, sum_dtype](
+             std::size_t element) -> std::optional<compare::StageOverflow> {
+    const std::vector<double> samples = samples_of(element);
+    if (samples.empty()) return std::nullopt;
+    const double count = static_cast<double>(samples.size());
+    const compare::ExpectedValue& e = expected[element];
+    const double sum = e.value * count;
+    const double farthest = std::fabs(e.storage.low) > std::fabs(e.storage.high) ? e.storage.low : e.storage.high;
+    const double reach = std::copysign(std::fabs(farthest) + e.storage.bound, farthest) * count;
+    auto overflows = [sum_dtype](double value) { return std::isinf(round_to(sum_dtype, value)); };
+    const std::string stage = fmt::format("{} ({:g} samples) before dividing by their count", kBinSum, count);
+    if (overflows(sum)) return compare::StageOverflow{stage, sum, sum, sum_dtype, arithmetic.source};
+    if (overflows(reach)) return compare::StageOverflow{stage, sum, reach, sum_dtype, arithmetic.source};
+    double running = 0;
+    for (std::size_t taken = 1; taken <= samples.size(); ++taken) {
+      running += samples[taken - 1];
+      if (overflows(running))
+        return compare::StageOverflow{
+            fmt::format("the running sum of a bin's samples (after {} of {}; the final sum is {})", taken, samples.size(), sum),
+            running, running, sum_dtype, arithmetic.source};
+    }
+    return std::nullopt;
+  };
+}
+
 std::vector<std::int64_t> pooled_shape(std::size_t rois, const FeatureMap& map, std::int64_t pooled_height,
                                        std::int64_t pooled_width) {
   return {static_cast<std::int64_t>(rois), map.channels, pooled_height, pooled_width};

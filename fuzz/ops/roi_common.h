@@ -6,8 +6,13 @@
 #include <utility>
 #include <vector>
 
-#include "model/dtype.h"
+#include <functional>
+
+#include "fuzz/compare/continuous.h"
 #include "fuzz/compare/verdict.h"
+#include "fuzz/ops/typed_harness.h"
+#include "kernels/target.h"
+#include "model/dtype.h"
 #include "model/problems.h"
 
 namespace detfuzz::fuzz {
@@ -71,7 +76,49 @@ std::optional<compare::Verdict> channel_mapping_verdict(const HostTensor& mappin
 // multiple of pooling height * pooling width").
 compare::Verdict accepted_indivisible_channels(std::int64_t channels, std::int64_t group);
 
-// The RoI shapes [K, C, pooled_height, pooled_width].
+// The stage a low-precision accumulation overflows: the sum of a bin's samples before the
+// division by their count (torchvision's `output_val += ...; output_val /= count`). Its exact
+// final value is the oracle's average times the count, and the kernel's sum lies within the
+// storage tier's interval and bound times the count of it; where that reach rounds to
+// infinity in the dtype the target sums in, the sum overflowed by that dtype's doing. Else the
+// running sums, in the kernel's order over the oracle's fp64 samples: one whose true value
+// rounds to infinity there is named with the samples it took (values of both signs can pass
+// the range and come back).
+// `samples_of(element)`: the fp64 samples the element averages, in the kernel's order (empty
+// where it has none). RoIAlign and PSRoIAlign, whose arithmetic stage is "the sum of a bin's
+// samples".
+compare::OverflowExplainer bin_sum_explainer(std::function<std::vector<double>(std::size_t)> samples_of,
+                                             const std::vector<compare::ExpectedValue>& expected,
+                                             const kernels::Arithmetic& arithmetic, DType dtype);
+
+// The exact property of the RoI ops: doubling every map value doubles every value of output 0
+// bit for bit (sums of products with exact weights, maxima, means), and leaves the other
+// outputs (argmax, channel_mapping) as they were. Appends the verdict when it does not, or
+// when the rerun raises; `outputs` are the main run's.
+template <class Problem>
+void check_value_scaling(const Problem& problem, const kernels::Target<Problem>& target, DType dtype, Device device,
+                         std::size_t expected_outputs, compare::Judgement& judgement) {
+  auto doubled = doubled_map(problem.input, dtype);
+  if (!doubled) return;
+  Problem scaled = problem;
+  scaled.input = *doubled;
+  auto rerun = run_guarded(target, scaled, dtype, device, "value_scaling", expected_outputs);
+  if (auto* verdict = std::get_if<compare::Verdict>(&rerun)) {
+    judgement.verdicts.push_back(*verdict);
+    return;
+  }
+  auto again = std::get<std::vector<HostTensor>>(std::move(rerun));
+  for (double& v : again[0].values) v /= 2;
+  if (again[0].values.size() != judgement.outputs[0].values.size()) return;  // the shape contract's to judge
+  bool same = again[0].values == judgement.outputs[0].values;
+  for (std::size_t i = 1; i < expected_outputs && same; ++i) same = again[i].values == judgement.outputs[i].values;
+  if (!same)
+    judgement.verdicts.push_back({FindingKind::mismatch, "value_scaling",
+                                  expected_outputs > 1
+                                      ? "doubling every feature value did not double every output (or moved an argmax)"
+                                      : "doubling every feature value did not double every output exactly",
+                                  {}});
+}
 std::vector<std::int64_t> pooled_shape(std::size_t rois, const FeatureMap& map, std::int64_t pooled_height,
                                        std::int64_t pooled_width);
 

@@ -38,21 +38,7 @@ compare::Judgement judge(const RoiPoolProblem& problem, const RoiPoolTarget& tar
   if (auto verdict = accepted_bad_batch_index(problem.rois, taint, problem.input.batch))
     judgement.verdicts.push_back(*verdict);
   if (!judgement.consistent() || taint.hostile) return judgement;
-  if (auto doubled = doubled_map(problem.input, dtype)) {
-    RoiPoolProblem scaled = problem;
-    scaled.input = *doubled;
-    auto rerun = run_guarded(target, scaled, dtype, device, "value_scaling", 2);
-    if (auto* verdict = std::get_if<compare::Verdict>(&rerun)) {
-      judgement.verdicts.push_back(*verdict);
-    } else {
-      auto again = std::get<std::vector<HostTensor>>(rerun);
-      for (double& v : again[0].values) v /= 2;
-      if (again[0].values != outputs[0].values || again[1].values != outputs[1].values)
-        judgement.verdicts.push_back({FindingKind::mismatch, "value_scaling",
-                                      "doubling every feature value did not double every output (or moved an argmax)",
-                                      {}});
-    }
-  }
+  check_value_scaling(problem, target, dtype, device, 2, judgement);
   return judgement;
 }
 

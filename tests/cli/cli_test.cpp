@@ -374,7 +374,8 @@ TEST_F(Cli, HelpAndListTellTheTruth) {
   for (const auto& op : json["ops"]) ops.push_back(op["name"]);
   EXPECT_EQ(ops, (std::vector<std::string>{"nms", "batched_nms", "box_iou", "box_area", "generalized_box_iou", "giou_loss",
                                            "box_coder", "regression_loss",
-                                           "fast_rcnn_loss", "matcher", "roi_align", "roi_pool"}));
+                                           "fast_rcnn_loss", "matcher", "roi_align", "roi_pool", "ps_roi_align",
+                                           "ps_roi_pool"}));
   EXPECT_NE(json["ops"][0]["targets"][0]["devices"]["cpu"]["dtypes"]["fp16"].get<std::string>().find("Half"),
             std::string::npos);
   EXPECT_EQ(json["ops"][0]["targets"][0]["devices"]["cpu"]["dtypes"]["fp32"], "supported");
