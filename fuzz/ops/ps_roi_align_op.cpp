@@ -66,15 +66,6 @@ std::string empty_grid_explanation(const RoiAlignProblem& p, std::size_t element
       width, height, std::max(grid_h, 0.0), std::max(grid_w, 0.0));
 }
 
-compare::Judgement refused_channels(const RoiAlignProblem& problem, const PsRoiAlignTarget& target, DType dtype, Device device) {
-  compare::Judgement judgement;
-  auto run = run_guarded(target, problem, dtype, device, "channels", 2);
-  if (std::holds_alternative<compare::Verdict>(run)) return judgement;  // refused: what it must do
-  judgement.outputs = std::get<std::vector<HostTensor>>(run);
-  judgement.verdicts.push_back(accepted_indivisible_channels(problem.input.channels, group_of(problem)));
-  return judgement;
-}
-
 compare::Judgement judge(const RoiAlignProblem& problem, const PsRoiAlignTarget& target, DType dtype, Device device) {
   if (problem.input.channels % group_of(problem) != 0) return refused_channels(problem, target, dtype, device);
   const RoiTaint taint = roi_taint(problem);
@@ -95,13 +86,8 @@ compare::Judgement judge(const RoiAlignProblem& problem, const PsRoiAlignTarget&
                                       expected, target.arithmetic, dtype));
   judgement.outputs = outputs;
   for (compare::Verdict& verdict : judgement.verdicts)
-    if (verdict.kind == FindingKind::nan && verdict.details.contains("element")) {
-      std::size_t flat = 0;  // the verdict names its element by [k, c, ph, pw]
-      const auto index = verdict.details["element"].get<std::vector<std::int64_t>>();
-      for (std::size_t axis = 0; axis < index.size() && axis < shape.size(); ++axis)
-        flat = flat * static_cast<std::size_t>(shape[axis]) + static_cast<std::size_t>(index[axis]);
-      verdict.message += empty_grid_explanation(problem, flat);
-    }
+    if (const auto element = verdict_element(verdict, shape); element && verdict.kind == FindingKind::nan)
+      verdict.message += empty_grid_explanation(problem, *element);
   if (auto verdict = channel_mapping_verdict(outputs[1], shape, problem.input.channels, device))
     judgement.verdicts.push_back(*verdict);
   if (auto verdict = accepted_bad_batch_index(problem.rois, taint, problem.input.batch))

@@ -122,15 +122,6 @@ std::string clipped_edge_explanation(const RoiPoolProblem& p, const HostTensor& 
       bin->row_begin, bin->row_end - 1, bin->column_begin, bin->column_end - 1, p.input.height, p.input.width);
 }
 
-compare::Judgement refused_channels(const RoiPoolProblem& problem, const PsRoiPoolTarget& target, DType dtype, Device device) {
-  compare::Judgement judgement;
-  auto run = run_guarded(target, problem, dtype, device, "channels", 2);
-  if (std::holds_alternative<compare::Verdict>(run)) return judgement;  // refused: what it must do
-  judgement.outputs = std::get<std::vector<HostTensor>>(run);
-  judgement.verdicts.push_back(accepted_indivisible_channels(problem.input.channels, oracles::ps_channel_group(problem)));
-  return judgement;
-}
-
 compare::Judgement judge(const RoiPoolProblem& problem, const PsRoiPoolTarget& target, DType dtype, Device device) {
   if (problem.input.channels % oracles::ps_channel_group(problem) != 0)
     return refused_channels(problem, target, dtype, device);
@@ -146,15 +137,10 @@ compare::Judgement judge(const RoiPoolProblem& problem, const PsRoiPoolTarget& t
                                   bin_values_sum_explainer(problem, target.arithmetic, dtype));
   judgement.outputs = outputs;
   for (compare::Verdict& verdict : judgement.verdicts)
-    if ((verdict.kind == FindingKind::mismatch || verdict.kind == FindingKind::nan) &&
-        verdict.details.contains("element")) {
-      std::size_t flat = 0;  // the verdict names its element by [k, c, ph, pw]
-      const auto index = verdict.details["element"].get<std::vector<std::int64_t>>();
-      for (std::size_t axis = 0; axis < index.size() && axis < shape.size(); ++axis)
-        flat = flat * static_cast<std::size_t>(shape[axis]) + static_cast<std::size_t>(index[axis]);
-      verdict.message += clipped_edge_explanation(problem, outputs[0], flat, dtype,
+    if (const auto element = verdict_element(verdict, shape);
+        element && (verdict.kind == FindingKind::mismatch || verdict.kind == FindingKind::nan))
+      verdict.message += clipped_edge_explanation(problem, outputs[0], *element, dtype,
                                                   target.arithmetic.dtype_of(kBinSum, dtype));
-    }
   if (auto verdict = channel_mapping_verdict(outputs[1], shape, problem.input.channels, device))
     judgement.verdicts.push_back(*verdict);
   if (auto verdict = accepted_bad_batch_index(problem.rois, taint, problem.input.batch))

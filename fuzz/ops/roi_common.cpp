@@ -145,6 +145,15 @@ std::optional<compare::Verdict> channel_mapping_verdict(const HostTensor& mappin
   return std::nullopt;
 }
 
+std::optional<std::size_t> verdict_element(const compare::Verdict& verdict, const std::vector<std::int64_t>& shape) {
+  if (!verdict.details.contains("element") || !verdict.details["element"].is_array()) return std::nullopt;
+  std::size_t flat = 0;
+  const auto index = verdict.details["element"].get<std::vector<std::int64_t>>();
+  for (std::size_t axis = 0; axis < index.size() && axis < shape.size(); ++axis)
+    flat = flat * static_cast<std::size_t>(shape[axis]) + static_cast<std::size_t>(index[axis]);
+  return flat;
+}
+
 compare::Verdict accepted_indivisible_channels(std::int64_t channels, std::int64_t group) {
   return {FindingKind::mismatch, "channels",
           fmt::format("the input has {} channels, not a multiple of pooled_height x pooled_width = {}, and the kernel "

@@ -76,6 +76,24 @@ std::optional<compare::Verdict> channel_mapping_verdict(const HostTensor& mappin
 // multiple of pooling height * pooling width").
 compare::Verdict accepted_indivisible_channels(std::int64_t channels, std::int64_t group);
 
+// The judgement of a position-sensitive problem whose channels the grid does not divide:
+// none when the target refuses it, accepted_indivisible_channels when it returns.
+template <class Problem>
+compare::Judgement refused_channels(const Problem& problem, const kernels::Target<Problem>& target, DType dtype,
+                                    Device device) {
+  compare::Judgement judgement;
+  auto run = run_guarded(target, problem, dtype, device, "channels", 2);
+  if (std::holds_alternative<compare::Verdict>(run)) return judgement;  // refused: what it must do
+  judgement.outputs = std::get<std::vector<HostTensor>>(run);
+  judgement.verdicts.push_back(
+      accepted_indivisible_channels(problem.input.channels, problem.pooled_height * problem.pooled_width));
+  return judgement;
+}
+
+// The row-major index of the element a continuous verdict names ([k, c, ph, pw] in its
+// details' "element") in an output of `shape`; nullopt when it names none.
+std::optional<std::size_t> verdict_element(const compare::Verdict& verdict, const std::vector<std::int64_t>& shape);
+
 // The stage a low-precision accumulation overflows: the sum of a bin's samples before the
 // division by their count (torchvision's `output_val += ...; output_val /= count`). Its exact
 // final value is the oracle's average times the count, and the kernel's sum lies within the
