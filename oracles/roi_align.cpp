@@ -14,19 +14,6 @@ using namespace roi_align_internal;
 
 namespace {
 
-// Error of a tracked quantity in one tier: widened, plus the oracle's own fp64 error.
-double widened(const Tracked& t, const Tiers& tiers, int tier) {
-  return kSafety * (t.error[tiers.format[tier]] + t.error[tiers.fp64]);
-}
-
-// The per-RoI quantities every grid shares, with their rounding errors.
-struct RoiGeometry {
-  ErrorTracker tracker;
-  Tracked start_h, start_w, bin_h, bin_w;
-  double height = 0, width = 0;  // roi size (after the >= 1 clamp when not aligned)
-};
-
-
 // What a bin's samples sum to, per channel and tier (before dividing by the count).
 struct BinSum {
   Tracked sum;                                  // over the samples fp64 counts
@@ -34,8 +21,30 @@ struct BinSum {
   double extra_error[kTiers]{};                 // position errors through the local slope
 };
 
+AxisSample::Fractions fractions(AxisSample& a, const std::array<bool, kFloatDTypes.size()>& exact,
+                                const Tracked& one, ErrorTracker& t) {
+  unsigned pattern = 0;
+  for (std::size_t f = 0; f < exact.size(); ++f) pattern |= static_cast<unsigned>(exact[f]) << f;
+  for (int i = 0; i < a.kept; ++i)
+    if (a.fractions[i].pattern == pattern) return a.fractions[i];
+  const Tracked fraction = t.derived(a.clamped - a.low, exact);
+  const AxisSample::Fractions computed{pattern, fraction, t.sub(one, fraction)};
+  if (a.kept < AxisSample::kKeptFractions) a.fractions[a.kept++] = computed;
+  return computed;
+}
+
+}  // namespace
+
+// Error of a tracked quantity in one tier: widened, plus the oracle's own fp64 error.
+double roi_align_internal::widened(const Tracked& t, const Tiers& tiers, int tier) {
+  return kSafety * (t.error[tiers.format[tier]] + t.error[tiers.fp64]);
+}
+
+
+
+
 // `aligned`: the problem's flag, or true for PSRoIAlign (whose geometry it is).
-RoiGeometry geometry(const RoiAlignProblem& p, const Roi& roi, bool aligned) {
+RoiGeometry roi_align_internal::geometry(const RoiAlignProblem& p, const Roi& roi, bool aligned) {
   RoiGeometry g;
   ErrorTracker& t = g.tracker;
   // torchvision passes spatial_scale as T: a kernel in fp16 rounds it.
@@ -59,7 +68,7 @@ RoiGeometry geometry(const RoiAlignProblem& p, const Roi& roi, bool aligned) {
 
 // Grid counts a kernel may use: ceil(size / pooled) of its own (rounded) quotient, which
 // is the bin size.
-std::set<int> grid_counts(const RoiAlignProblem& p, const Tracked& bin, const Tiers& tiers, int tier) {
+std::set<int> roi_align_internal::grid_counts(const RoiAlignProblem& p, const Tracked& bin, const Tiers& tiers, int tier) {
   if (p.sampling_ratio > 0) return {static_cast<int>(p.sampling_ratio)};
   const double error = widened(bin, tiers, tier);
   if (!(bin.value + error < kMaxRoiAlignSamples) || error > 4) return {};  // the caller gives up on the RoI
@@ -70,7 +79,7 @@ std::set<int> grid_counts(const RoiAlignProblem& p, const Tracked& bin, const Ti
 
 // Sample positions along one axis for one bin: start + index * bin + (i + .5) * bin / grid,
 // in torchvision's evaluation order.
-std::vector<Tracked> positions(ErrorTracker& t, const Tracked& start, const Tracked& bin, int index, int grid) {
+std::vector<Tracked> roi_align_internal::positions(ErrorTracker& t, const Tracked& start, const Tracked& bin, int index, int grid) {
   std::vector<Tracked> out;
   const Tracked base = t.add(start, t.mul(t.input(index), bin));
   for (int i = 0; i < grid; ++i)
@@ -78,30 +87,8 @@ std::vector<Tracked> positions(ErrorTracker& t, const Tracked& start, const Trac
   return out;
 }
 
-// What a sample takes from one of its coordinates alone. make_sample combines a row's and
-// a column's: a bin's samples are a grid and a row of bins shares its rows, so each
-// coordinate's tracker steps run once, not once per sample (they were most of a small
-// case's oracle time).
-struct AxisSample {
-  Tracked position;
-  double error[kTiers]{};   // widened, per tier
-  bool crosses[kTiers]{};   // the tier's error may take it across an edge (-1 or the size)
-  bool inside = false;      // fp64's decision
-  int low = 0, high = 0;    // the pixels it interpolates between
-  double clamped = 0;       // where it interpolates: clamped to the map as the kernel clamps
-  // The fraction past `low` and one minus it, per pattern of formats in which both of the
-  // sample's coordinates are exact (the fraction is exact there): usually one or two, so a
-  // few are kept in place (no allocation per coordinate) and any further one is recomputed.
-  struct Fractions {
-    unsigned pattern;
-    Tracked fraction, rest;
-  };
-  static constexpr int kKeptFractions = 4;
-  Fractions fractions[kKeptFractions];
-  int kept = 0;
-};
 
-AxisSample axis_sample(const Tracked& position, std::int64_t size, const Tiers& tiers) {
+AxisSample roi_align_internal::axis_sample(const Tracked& position, std::int64_t size, const Tiers& tiers) {
   AxisSample a;
   a.position = position;
   const double p = position.value, edge = static_cast<double>(size);
@@ -122,21 +109,10 @@ AxisSample axis_sample(const Tracked& position, std::int64_t size, const Tiers& 
   return a;
 }
 
-AxisSample::Fractions fractions(AxisSample& a, const std::array<bool, kFloatDTypes.size()>& exact,
-                                const Tracked& one, ErrorTracker& t) {
-  unsigned pattern = 0;
-  for (std::size_t f = 0; f < exact.size(); ++f) pattern |= static_cast<unsigned>(exact[f]) << f;
-  for (int i = 0; i < a.kept; ++i)
-    if (a.fractions[i].pattern == pattern) return a.fractions[i];
-  const Tracked fraction = t.derived(a.clamped - a.low, exact);
-  const AxisSample::Fractions computed{pattern, fraction, t.sub(one, fraction)};
-  if (a.kept < AxisSample::kKeptFractions) a.fractions[a.kept++] = computed;
-  return computed;
-}
 
 // `one`: t.input(1.0). Into a fresh sample `s` in place: a Sample is 440 bytes, and
 // returning one to copy into the vector was a fifth of evaluate_roi's own time.
-void make_sample(AxisSample& y, AxisSample& x, std::int64_t width, const Tracked& one, ErrorTracker& t, Sample& s) {
+void roi_align_internal::make_sample(AxisSample& y, AxisSample& x, std::int64_t width, const Tracked& one, ErrorTracker& t, Sample& s) {
   s.y = y.position.value;
   s.x = x.position.value;
   s.inside = y.inside && x.inside;
@@ -166,6 +142,8 @@ void make_sample(AxisSample& y, AxisSample& x, std::int64_t width, const Tracked
   for (int k = 0; k < 4; ++k) s.weight_fp32[k] = static_cast<float>(s.weight[k].value);
 }
 
+
+namespace {
 
 // A tier of an element by number (0: strict, 1: storage), as the per-tier loops count them.
 RoiAlignTier& tier_of(RoiAlignElement& element, int tier) { return tier == 0 ? element.strict : element.storage; }

@@ -1,12 +1,15 @@
 // What the reference and the closed form of the RoIAlign oracle share (oracles/roi_align.cpp
 // builds the samples and keeps the reference; oracles/roi_align_closed_form.cpp is the
-// vectorized engine). Internal to the oracle: nothing outside these two files includes it.
+// vectorized engine; oracles/roi_align_backward.cpp scatters gradients through the same
+// geometry and samples). Internal to the oracles: nothing outside oracles/ includes it.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <set>
+#include <vector>
 
 #include "roi_align.h"
 #include "running_error.h"
@@ -35,6 +38,58 @@ struct Sample {
   Tracked weight[4];
   float weight_fp32[4]{};
 };
+
+// The per-RoI quantities every grid shares, with their rounding errors.
+struct RoiGeometry {
+  ErrorTracker tracker;
+  Tracked start_h, start_w, bin_h, bin_w;
+  double height = 0, width = 0;  // roi size (after the >= 1 clamp when not aligned)
+};
+
+// What a sample takes from one of its coordinates alone. make_sample combines a row's and
+// a column's: a bin's samples are a grid and a row of bins shares its rows, so each
+// coordinate's tracker steps run once, not once per sample (they were most of a small
+// case's oracle time).
+struct AxisSample {
+  Tracked position;
+  double error[kTiers]{};   // widened, per tier
+  bool crosses[kTiers]{};   // the tier's error may take it across an edge (-1 or the size)
+  bool inside = false;      // fp64's decision
+  int low = 0, high = 0;    // the pixels it interpolates between
+  double clamped = 0;       // where it interpolates: clamped to the map as the kernel clamps
+  // The fraction past `low` and one minus it, per pattern of formats in which both of the
+  // sample's coordinates are exact (the fraction is exact there): usually one or two, so a
+  // few are kept in place (no allocation per coordinate) and any further one is recomputed.
+  struct Fractions {
+    unsigned pattern;
+    Tracked fraction, rest;
+  };
+  static constexpr int kKeptFractions = 4;
+  Fractions fractions[kKeptFractions];
+  int kept = 0;
+};
+
+
+// Error of a tracked quantity in one tier: widened, plus the oracle's own fp64 error.
+double widened(const Tracked& t, const Tiers& tiers, int tier);
+
+// The RoI's start, size and bin size as the kernel computes them. `aligned`: the problem's
+// flag, or true for PSRoIAlign (whose geometry it is).
+RoiGeometry geometry(const RoiAlignProblem& p, const Roi& roi, bool aligned);
+
+// Grid counts a kernel may use along one axis: ceil(size / pooled) of its own (rounded)
+// quotient, which is the bin size; empty when too many to say (the caller gives up).
+std::set<int> grid_counts(const RoiAlignProblem& p, const Tracked& bin, const Tiers& tiers, int tier);
+
+// Sample positions along one axis for bin `index`: start + index * bin + (i + .5) * bin / grid,
+// in torchvision's evaluation order.
+std::vector<Tracked> positions(ErrorTracker& t, const Tracked& start, const Tracked& bin, int index, int grid);
+
+AxisSample axis_sample(const Tracked& position, std::int64_t size, const Tiers& tiers);
+
+// The sample at row coordinate `y` and column coordinate `x`, into a fresh `s` in place (a
+// Sample is 440 bytes). `one`: t.input(1.0).
+void make_sample(AxisSample& y, AxisSample& x, std::int64_t width, const Tracked& one, ErrorTracker& t, Sample& s);
 
 // How far the bilinear surface can move, per unit of position error along each axis, when
 // a kernel's sample position is off by up to the tier's error: the largest difference

@@ -156,6 +156,16 @@ struct RoiPoolProblem {
   std::int64_t pooled_height = 1, pooled_width = 1;
 };
 
+// The input of RoIAlign's backward (torchvision::_roi_align_backward, _ps_roi_align_backward):
+// the forward's geometry and the gradient of its output. forward.input carries the map's
+// shape only (its values stay empty: a backward reads batch, channels, height and width);
+// grad is [K, C_out, pooled_height, pooled_width] row-major, C_out the forward's output
+// channels (C, or C / (PH * PW) for PSRoIAlign).
+struct RoiAlignBackwardProblem {
+  RoiAlignProblem forward;
+  std::vector<double> grad;
+};
+
 enum class Device { cpu, cuda };
 std::string device_name(Device device);
 // The one reading of a device name ("cpu", "cuda"); nullopt for anything else.

@@ -1,0 +1,283 @@
+#include "roi_align_backward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "roi_align_internal.h"
+
+namespace detfuzz::oracles {
+namespace {
+using namespace roi_align_internal;
+
+// What reaches one input element, over every term a kernel adds into it. Trivial, so that a
+// vector of them starts zeroed.
+struct GradientSum {
+  double value;                                // the terms of the samples fp64 counts
+  double magnitude;                            // sum of |term| over every sample that may count
+  double terms;                                // additions into the element
+  double flip_low[kTiers], flip_high[kTiers];  // what ambiguous samples may remove (<= 0) or add
+  double error[kTiers];                        // weight rounding and position errors, first order
+};
+
+// What one bin's samples put on one pixel of a plane, per unit of grad / count (the same for
+// every channel, so that the channel loop is a few multiply-adds per pixel).
+struct PixelWeight {
+  std::int64_t pixel;
+  double weight;               // the samples fp64 counts
+  double magnitude;            // every sample that may count
+  double terms;
+  double rise[kTiers];         // ambiguous samples fp64 leaves out: what a kernel may add
+  double fall[kTiers];         // ambiguous samples fp64 counts: what a kernel may drop (<= 0)
+  double error[kTiers];
+};
+
+// A bin's pixel weights, gathered through a plane-sized index (kept per thread, reset by the
+// pixels the bin touched).
+class BinWeights {
+ public:
+  void start(std::size_t plane) {
+    if (slot_.size() != plane) slot_.assign(plane, -1);
+    for (const PixelWeight& w : pixels_) slot_[static_cast<std::size_t>(w.pixel)] = -1;
+    pixels_.clear();
+  }
+  PixelWeight& at(std::int64_t pixel) {
+    std::int64_t& slot = slot_[static_cast<std::size_t>(pixel)];
+    if (slot < 0) {
+      slot = static_cast<std::int64_t>(pixels_.size());
+      pixels_.push_back(PixelWeight{pixel, 0, 0, 0, {}, {}, {}});
+    }
+    return pixels_[static_cast<std::size_t>(slot)];
+  }
+  const std::vector<PixelWeight>& pixels() const { return pixels_; }
+
+ private:
+  std::vector<std::int64_t> slot_;
+  std::vector<PixelWeight> pixels_;
+};
+
+// One sample's four terms and the reach of its position error, into the bin's weights.
+void add_sample(const Sample& s, const Tiers& tiers, const double (&count_error)[kTiers], std::int64_t height,
+                std::int64_t width, BinWeights& weights) {
+  if (!s.counted) return;
+  for (int corner = 0; corner < 4; ++corner) {
+    PixelWeight& w = weights.at(s.offset[corner]);
+    const double weight = s.weight[corner].value;
+    if (s.inside) w.weight += weight;
+    w.magnitude += weight;
+    w.terms += 1;
+    for (int tier = 0; tier < kTiers; ++tier) {
+      w.error[tier] += widened(s.weight[corner], tiers, tier) + weight * count_error[tier];
+      if (s.ambiguous[tier]) (s.inside ? w.fall[tier] : w.rise[tier]) += s.inside ? -weight : weight;
+    }
+  }
+  for (int tier = 0; tier < kTiers; ++tier) {
+    const double shift = s.error_y[tier] + s.error_x[tier];
+    if (shift == 0) continue;
+    if (within_cell(s, tier)) {
+      for (int corner = 0; corner < 4; ++corner) weights.at(s.offset[corner]).error[tier] += shift;
+      continue;
+    }
+    // A shift across a cell's edge hands weight (at most the shift) to pixels the fp64
+    // sample does not touch: each gets the error and one more possible addition.
+    const SlopeWindow reach = slope_window(s, tier, height, width);
+    for (std::int64_t row = reach.first_row; row <= reach.last_row; ++row)
+      for (std::int64_t column = reach.first_column; column <= reach.last_column; ++column) {
+        PixelWeight& w = weights.at(row * width + column);
+        w.error[tier] += shift;
+        w.terms += 1;
+      }
+  }
+}
+
+// RoI k's terms for one grid count, added into `image` (its image's [C][H * W] sums).
+void scatter_roi(const RoiAlignBackwardProblem& problem, std::size_t k, RoiGeometry& g, int grid_h, int grid_w,
+                 const Tiers& tiers, bool position_sensitive, GradientSum* image) {
+  if (grid_h <= 0 || grid_w <= 0) return;  // an aligned RoI with x2 < x1: no samples, as the kernel's loops
+  const RoiAlignProblem& p = problem.forward;
+  const FeatureMap& map = p.input;
+  ErrorTracker& t = g.tracker;
+  const std::int64_t bins = p.pooled_height * p.pooled_width;
+  const std::int64_t channels_out = position_sensitive ? map.channels / bins : map.channels;
+  const auto plane = static_cast<std::size_t>(map.height * map.width);
+  // `const T count = roi_bin_grid_h * roi_bin_grid_w`: an integer, rounded where T cannot
+  // hold it (fp16 above 2048; past 65504 it is infinite and every term 0).
+  const double count = static_cast<double>(grid_h) * static_cast<double>(grid_w);
+  double count_error[kTiers];
+  for (int tier = 0; tier < kTiers; ++tier) {
+    const double held = round_to(kFloatDTypes[tiers.format[tier]], count);
+    count_error[tier] = std::isfinite(held) ? std::fabs(held - count) / count : 1.0;
+  }
+  const Tracked one = t.input(1.0);
+  thread_local BinWeights weights;
+  Sample sample;
+  for (std::int64_t ph = 0; ph < p.pooled_height; ++ph) {
+    std::vector<AxisSample> rows;
+    for (const Tracked& position : positions(t, g.start_h, g.bin_h, static_cast<int>(ph), grid_h))
+      rows.push_back(axis_sample(position, map.height, tiers));
+    for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
+      std::vector<AxisSample> columns;
+      for (const Tracked& position : positions(t, g.start_w, g.bin_w, static_cast<int>(pw), grid_w))
+        columns.push_back(axis_sample(position, map.width, tiers));
+      weights.start(plane);
+      for (AxisSample& y : rows)
+        for (AxisSample& x : columns) {
+          sample = Sample{};
+          make_sample(y, x, map.width, one, t, sample);
+          add_sample(sample, tiers, count_error, map.height, map.width, weights);
+        }
+      const std::int64_t bin = ph * p.pooled_width + pw;
+      for (std::int64_t c = 0; c < channels_out; ++c) {
+        const double grad = problem.grad[static_cast<std::size_t>((static_cast<std::int64_t>(k) * channels_out + c) * bins + bin)];
+        if (grad == 0) continue;  // its terms are zeros: exact, whatever the order
+        const std::int64_t channel = position_sensitive ? c * bins + bin : c;
+        GradientSum* sums = image + static_cast<std::size_t>(channel) * plane;
+        const double scale = grad / count, size = std::fabs(scale);
+        for (const PixelWeight& w : weights.pixels()) {
+          GradientSum& s = sums[w.pixel];
+          s.value += scale * w.weight;
+          s.magnitude += size * w.magnitude;
+          s.terms += w.terms;
+          for (int tier = 0; tier < kTiers; ++tier) {
+            s.error[tier] += size * w.error[tier];
+            s.flip_low[tier] += scale * (scale >= 0 ? w.fall[tier] : w.rise[tier]);
+            s.flip_high[tier] += scale * (scale >= 0 ? w.rise[tier] : w.fall[tier]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The sums of an image under every grid count the tiers leave open: per tier the interval
+// spanning all of them, the largest error, magnitude and length.
+void merge_alternative(const GradientSum& alternative, const bool (&in_tier)[kTiers], GradientSum& merged) {
+  for (int tier = 0; tier < kTiers; ++tier) {
+    if (!in_tier[tier]) continue;
+    const double low = std::min(merged.value + merged.flip_low[tier], alternative.value + alternative.flip_low[tier]);
+    const double high = std::max(merged.value + merged.flip_high[tier], alternative.value + alternative.flip_high[tier]);
+    merged.flip_low[tier] = low - merged.value;
+    merged.flip_high[tier] = high - merged.value;
+    merged.error[tier] = std::max(merged.error[tier], alternative.error[tier]);
+  }
+  merged.magnitude = std::max(merged.magnitude, alternative.magnitude);
+  merged.terms = std::max(merged.terms, alternative.terms);
+}
+
+void add_into(const GradientSum& from, GradientSum& into) {
+  into.value += from.value;
+  into.magnitude += from.magnitude;
+  into.terms += from.terms;
+  for (int tier = 0; tier < kTiers; ++tier) {
+    into.flip_low[tier] += from.flip_low[tier];
+    into.flip_high[tier] += from.flip_high[tier];
+    into.error[tier] += from.error[tier];
+  }
+}
+
+RoiAlignAnswer evaluate(const RoiAlignBackwardProblem& problem, DType storage, bool position_sensitive) {
+  const RoiAlignProblem& p = problem.forward;
+  const FeatureMap& map = p.input;
+  const std::int64_t bins = p.pooled_height * p.pooled_width;
+  if (bins <= 0 || (position_sensitive && map.channels % bins != 0)) return {};
+  const std::int64_t channels_out = position_sensitive ? map.channels / bins : map.channels;
+  const auto expected_grad = p.rois.size() * static_cast<std::size_t>(channels_out * bins);
+  if (problem.grad.size() != expected_grad)
+    throw std::invalid_argument("roi_align_backward: grad holds " + std::to_string(problem.grad.size()) +
+                                " values, " + std::to_string(p.rois.size()) + " RoIs of [" +
+                                std::to_string(channels_out) + ", " + std::to_string(p.pooled_height) + ", " +
+                                std::to_string(p.pooled_width) + "] need " + std::to_string(expected_grad));
+  const Tiers tiers{{format_index(accumulate_type(storage)), format_index(storage)}, format_index(DType::fp64)};
+  const auto image_size = static_cast<std::size_t>(map.channels * map.height * map.width);
+  const auto batch = static_cast<std::size_t>(std::max<std::int64_t>(map.batch, 0));
+  std::vector<GradientSum> sums(batch * image_size);
+  std::vector<char> image_unconstrained(batch, 0), image_out_of_range(batch, 0);
+  bool all_unconstrained = false;
+  thread_local std::vector<GradientSum> merged, alternative;
+  for (std::size_t k = 0; k < p.rois.size(); ++k) {
+    const Roi& roi = p.rois[k];
+    if (!(roi.batch_index >= 0 && roi.batch_index < static_cast<double>(map.batch) &&
+          roi.batch_index == std::floor(roi.batch_index))) {
+      all_unconstrained = true;
+      continue;
+    }
+    const auto n = static_cast<std::size_t>(roi.batch_index);
+    RoiGeometry g = geometry(p, roi, p.aligned || position_sensitive);
+    auto grid = [&](const Tracked& bin) {
+      return p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::max(1.0, std::ceil(std::fabs(bin.value)));
+    };
+    const double work = grid(g.bin_h) * grid(g.bin_w) * static_cast<double>(channels_out * bins);
+    bool sane = std::isfinite(work) && work <= kMaxRoiAlignSamples;
+    for (const Tracked* t : {&g.start_h, &g.start_w, &g.bin_h, &g.bin_w}) sane = sane && std::fabs(t->value) < (1 << 30);
+    std::set<int> heights[kTiers], widths[kTiers];
+    for (int tier = 0; sane && tier < kTiers; ++tier) {
+      heights[tier] = grid_counts(p, g.bin_h, tiers, tier);
+      widths[tier] = grid_counts(p, g.bin_w, tiers, tier);
+      sane = !heights[tier].empty() && !widths[tier].empty();
+    }
+    if (!sane) {
+      image_unconstrained[n] = 1;
+      continue;
+    }
+    const int nominal_h = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio) : static_cast<int>(std::ceil(g.bin_h.value));
+    const int nominal_w = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio) : static_cast<int>(std::ceil(g.bin_w.value));
+    std::set<int> all_heights = heights[0], all_widths = widths[0];
+    all_heights.insert(heights[1].begin(), heights[1].end());
+    all_widths.insert(widths[1].begin(), widths[1].end());
+    GradientSum* image = sums.data() + n * image_size;
+    if (all_heights.size() == 1 && all_widths.size() == 1) {
+      scatter_roi(problem, k, g, nominal_h, nominal_w, tiers, position_sensitive, image);
+    } else {
+      merged.assign(image_size, GradientSum{});
+      scatter_roi(problem, k, g, nominal_h, nominal_w, tiers, position_sensitive, merged.data());
+      for (int gh : all_heights)
+        for (int gw : all_widths) {
+          if (gh == nominal_h && gw == nominal_w) continue;
+          alternative.assign(image_size, GradientSum{});
+          scatter_roi(problem, k, g, gh, gw, tiers, position_sensitive, alternative.data());
+          const bool in_tier[kTiers] = {heights[0].count(gh) && widths[0].count(gw) > 0,
+                                        heights[1].count(gh) && widths[1].count(gw) > 0};
+          for (std::size_t i = 0; i < image_size; ++i) merge_alternative(alternative[i], in_tier, merged[i]);
+        }
+      for (std::size_t i = 0; i < image_size; ++i) add_into(merged[i], image[i]);
+    }
+    if (!g.tracker.in_range()[tiers.format[0]]) image_out_of_range[n] = 1;
+  }
+
+  const FloatFormat& strict = kFloatFormats[tiers.format[0]];
+  const double fp64_roundoff = kFloatFormats[tiers.fp64].unit_roundoff;
+  RoiAlignAnswer out(sums.size());
+  for (std::size_t i = 0; i < sums.size(); ++i) {
+    const GradientSum& s = sums[i];
+    const std::size_t n = i / std::max<std::size_t>(image_size, 1);
+    RoiAlignElement& r = out[i];
+    r.value = s.value;
+    for (int tier = 0; tier < kTiers; ++tier) {
+      const FloatFormat& f = kFloatFormats[tiers.format[tier]];
+      RoiAlignTier& into = tier == 0 ? r.strict : r.storage;
+      into.low = s.value + s.flip_low[tier];
+      into.high = s.value + s.flip_high[tier];
+      // Two roundings per term (grad * w, / count) and one per addition, in any order; an
+      // underflowing operation errs by at most half the smallest subnormal.
+      into.bound = kSafety * (s.error[tier] + (s.terms + 1) * (f.unit_roundoff + fp64_roundoff) * s.magnitude +
+                              3 * s.terms * f.min_normal * f.unit_roundoff);
+    }
+    r.range_ok = s.magnitude <= strict.max_finite && !image_out_of_range[n];
+    r.unconstrained = all_unconstrained || image_unconstrained[n];
+  }
+  return out;
+}
+
+}  // namespace
+
+RoiAlignAnswer roi_align_backward(const RoiAlignBackwardProblem& problem, DType storage) {
+  return evaluate(problem, storage, false);
+}
+
+RoiAlignAnswer ps_roi_align_backward(const RoiAlignBackwardProblem& problem, DType storage) {
+  return evaluate(problem, storage, true);
+}
+
+}  // namespace detfuzz::oracles

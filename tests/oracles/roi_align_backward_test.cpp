@@ -1,0 +1,191 @@
+// The RoIAlign backward oracle (oracles/roi_align_backward.h) as the adjoint of the forward
+// oracle: <backward(g), x> = <g, forward(x)> to fp64 rounding on random problems, central
+// differences of the forward in each input value agree with the gradient, and hand-computed
+// scatters.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "oracles/roi_align.h"
+#include "oracles/roi_align_backward.h"
+
+namespace detfuzz::oracles {
+namespace {
+
+// A random forward problem with a map of random values: RoIs inside, across and outside the
+// edges, adaptive and fixed sampling, aligned or not, spatial scales other than 1.
+rc::Gen<RoiAlignProblem> forward_problems(bool position_sensitive) {
+  return rc::gen::exec([position_sensitive] {
+    RoiAlignProblem p;
+    p.pooled_height = *rc::gen::inRange<std::int64_t>(1, 4);
+    p.pooled_width = *rc::gen::inRange<std::int64_t>(1, 4);
+    const std::int64_t bins = p.pooled_height * p.pooled_width;
+    p.input.batch = *rc::gen::inRange<std::int64_t>(1, 3);
+    p.input.channels = position_sensitive ? bins * *rc::gen::inRange<std::int64_t>(1, 3)
+                                          : *rc::gen::inRange<std::int64_t>(1, 4);
+    p.input.height = *rc::gen::inRange<std::int64_t>(1, 12);
+    p.input.width = *rc::gen::inRange<std::int64_t>(1, 12);
+    const auto size = static_cast<std::size_t>(p.input.batch * p.input.channels * p.input.height * p.input.width);
+    for (std::size_t i = 0; i < size; ++i) p.input.values.push_back(*rc::gen::inRange(-64, 65) / 8.0);
+    p.spatial_scale = *rc::gen::element(1.0, 0.5, 0.25, 1.0 / 3, 1.7);
+    p.sampling_ratio = *rc::gen::element<std::int64_t>(-1, 0, 1, 2, 3);
+    p.aligned = position_sensitive || *rc::gen::arbitrary<bool>();
+    const int rois = *rc::gen::inRange(0, 5);
+    for (int k = 0; k < rois; ++k) {
+      const double scale = 1 / p.spatial_scale;
+      const double x1 = *rc::gen::inRange(-40, 140) / 10.0 * scale, y1 = *rc::gen::inRange(-40, 140) / 10.0 * scale;
+      p.rois.push_back({static_cast<double>(*rc::gen::inRange<std::int64_t>(0, p.input.batch)), x1, y1,
+                        x1 + *rc::gen::inRange(-10, 100) / 10.0 * scale, y1 + *rc::gen::inRange(-10, 100) / 10.0 * scale});
+    }
+    return p;
+  });
+}
+
+RoiAlignAnswer forward_of(const RoiAlignProblem& p, bool position_sensitive) {
+  return position_sensitive ? ps_roi_align(p, DType::fp64) : roi_align(p, DType::fp64);
+}
+
+RoiAlignBackwardProblem backward_of(const RoiAlignProblem& p, std::vector<double> grad) {
+  RoiAlignBackwardProblem b{p, std::move(grad)};
+  b.forward.input.values.clear();  // a backward reads the map's shape only
+  return b;
+}
+
+RoiAlignAnswer gradient_of(const RoiAlignBackwardProblem& b, bool position_sensitive, DType dtype = DType::fp64) {
+  return position_sensitive ? ps_roi_align_backward(b, dtype) : roi_align_backward(b, dtype);
+}
+
+void check_adjoint_identity(bool position_sensitive) {
+  const RoiAlignProblem p = *forward_problems(position_sensitive);
+  const RoiAlignAnswer forward = forward_of(p, position_sensitive);
+  std::vector<double> grad;
+  for (std::size_t i = 0; i < forward.size(); ++i) grad.push_back(*rc::gen::inRange(-64, 65) / 16.0);
+  const RoiAlignAnswer backward = gradient_of(backward_of(p, grad), position_sensitive);
+  RC_ASSERT(backward.size() == p.input.values.size());
+  double left = 0, right = 0, scale = 0;
+  for (std::size_t i = 0; i < backward.size(); ++i) {
+    left += backward[i].value * p.input.values[i];
+    scale += std::fabs(backward[i].value * p.input.values[i]);
+  }
+  for (std::size_t i = 0; i < forward.size(); ++i) {
+    right += grad[i] * forward[i].value;
+    scale += std::fabs(grad[i] * forward[i].value);
+  }
+  RC_ASSERT(std::fabs(left - right) <= 1e-12 * (scale + 1));
+}
+
+RC_GTEST_PROP(RoiAlignBackwardOracle, IsTheAdjointOfTheForwardOracle, ()) { check_adjoint_identity(false); }
+
+RC_GTEST_PROP(PsRoiAlignBackwardOracle, IsTheAdjointOfTheForwardOracle, ()) { check_adjoint_identity(true); }
+
+// The forward is linear in the map, so central differences are exact up to rounding: each
+// input value's gradient is d<g, forward(x)>/dx_i.
+RC_GTEST_PROP(RoiAlignBackwardOracle, CentralDifferencesOfTheForwardAgreeWithEachGradient, ()) {
+  const bool position_sensitive = *rc::gen::arbitrary<bool>();
+  RoiAlignProblem p = *forward_problems(position_sensitive);
+  RC_PRE(!p.rois.empty());
+  const RoiAlignAnswer forward = forward_of(p, position_sensitive);
+  std::vector<double> grad;
+  for (std::size_t i = 0; i < forward.size(); ++i) grad.push_back(*rc::gen::inRange(-8, 9) / 4.0);
+  const RoiAlignAnswer backward = gradient_of(backward_of(p, grad), position_sensitive);
+  auto loss = [&](const RoiAlignProblem& q) {
+    double sum = 0;
+    const RoiAlignAnswer out = forward_of(q, position_sensitive);
+    for (std::size_t i = 0; i < out.size(); ++i) sum += grad[i] * out[i].value;
+    return sum;
+  };
+  const std::size_t i = *rc::gen::inRange<std::size_t>(0, p.input.values.size());
+  const double h = 0.5;
+  RoiAlignProblem plus = p, minus = p;
+  plus.input.values[i] += h;
+  minus.input.values[i] -= h;
+  const double difference = (loss(plus) - loss(minus)) / (2 * h);
+  RC_ASSERT(std::fabs(difference - backward[i].value) <= 1e-9 * (1 + std::fabs(difference)));
+}
+
+FeatureMap shape_only(std::int64_t channels, std::int64_t height, std::int64_t width) {
+  return {1, channels, height, width, {}};
+}
+
+TEST(RoiAlignBackwardOracle, OneSampleSplitsItsGradientOverFourPixelsExactly) {
+  // A unit RoI at the origin, not aligned, one sample at (0.5, 0.5): a quarter to each pixel.
+  const RoiAlignBackwardProblem b{{shape_only(1, 2, 2), {{0, 0, 0, 1, 1}}, 1.0, 1, 1, 1, false}, {4.0}};
+  const RoiAlignAnswer g = roi_align_backward(b, DType::fp32);
+  ASSERT_EQ(g.size(), 4u);
+  for (const auto& e : g) {
+    EXPECT_EQ(e.value, 1.0);
+    EXPECT_EQ(e.strict.low, 1.0);
+    EXPECT_EQ(e.strict.high, 1.0);
+    EXPECT_GT(e.strict.bound, 0.0);  // two roundings of the term in any format
+    EXPECT_LT(e.strict.bound, 1e-6);
+    EXPECT_FALSE(e.unconstrained);
+  }
+}
+
+TEST(RoiAlignBackwardOracle, PixelsNoSampleReachesGetExactlyZero) {
+  // The same RoI on a 4x4 map: the two far rows and columns get nothing, with no bound.
+  const RoiAlignBackwardProblem b{{shape_only(1, 4, 4), {{0, 0, 0, 1, 1}}, 1.0, 1, 1, 1, false}, {4.0}};
+  const RoiAlignAnswer g = roi_align_backward(b, DType::fp16);
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const bool reached = i == 0 || i == 1 || i == 4 || i == 5;
+    EXPECT_EQ(g[i].value, reached ? 1.0 : 0.0) << i;
+    if (!reached) {
+      EXPECT_EQ(g[i].storage.bound, 0.0) << i;
+      EXPECT_EQ(g[i].storage.low, 0.0) << i;
+    }
+  }
+}
+
+TEST(RoiAlignBackwardOracle, ABinWithNoSamplesScattersNothing) {
+  // Aligned with x2 < x1: the adaptive grid is ceil(negative) <= 0, the kernel's loops do not
+  // run (the forward divides by max(count, 1); the backward never divides).
+  const RoiAlignBackwardProblem b{{shape_only(1, 3, 3), {{0, 2, 2, 1, 1}}, 1.0, 1, 1, 0, true}, {5.0}};
+  for (const auto& e : roi_align_backward(b, DType::fp32)) EXPECT_EQ(e.value, 0.0);
+}
+
+TEST(RoiAlignBackwardOracle, ASampleNearTheMinusOneEdgeWidensOnlyTheTierThatCanFlipIt) {
+  // Not aligned, spatial_scale 0.1 (inexact): the sample row is -1 + 2^-12, inside (y >= -1)
+  // and clamped to row 0 in fp64; fp16's position error reaches past -1, fp32's does not.
+  const double y1 = (-1.5 + std::ldexp(1, -12)) / 0.1;
+  const RoiAlignBackwardProblem b{{shape_only(1, 2, 2), {{0, 0, y1, 10, y1 + 10}}, 0.1, 1, 1, 1, false}, {1.0}};
+  const RoiAlignAnswer g = roi_align_backward(b, DType::fp16);
+  for (std::size_t i : {0u, 1u}) {
+    EXPECT_NEAR(g[i].value, 0.5, 1e-12) << i;
+    EXPECT_EQ(g[i].strict.low, g[i].value) << i;  // fp32 cannot drop the sample
+    EXPECT_EQ(g[i].storage.low, 0.0) << i;        // fp16 may drop it whole
+    EXPECT_EQ(g[i].storage.high, g[i].value) << i;
+  }
+}
+
+TEST(RoiAlignBackwardOracle, ARoiOutsideTheBatchLeavesEveryElementUnconstrained) {
+  const RoiAlignBackwardProblem b{{shape_only(1, 2, 2), {{1, 0, 0, 1, 1}}, 1.0, 1, 1, 1, false}, {4.0}};
+  for (const auto& e : roi_align_backward(b, DType::fp32)) EXPECT_TRUE(e.unconstrained);
+}
+
+TEST(RoiAlignBackwardOracle, AGradientOfTheWrongSizeIsRefusedByName) {
+  const RoiAlignBackwardProblem b{{shape_only(1, 2, 2), {{0, 0, 0, 1, 1}}, 1.0, 2, 2, 1, false}, {4.0}};
+  try {
+    roi_align_backward(b, DType::fp32);
+    FAIL() << "accepted a grad of 1 value for 1 RoI of [1, 2, 2]";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("grad holds 1 values"), std::string::npos) << error.what();
+  }
+}
+
+TEST(PsRoiAlignBackwardOracle, EachBinScattersIntoItsOwnChannel) {
+  // 4 channels, a 2x2 grid, one output channel: bin b's gradient lands in channel b only.
+  const RoiAlignBackwardProblem b{{shape_only(4, 4, 4), {{0, 0.5, 0.5, 4.5, 4.5}}, 1.0, 2, 2, 1, true}, {1, 2, 3, 4}};
+  const RoiAlignAnswer g = ps_roi_align_backward(b, DType::fp32);
+  ASSERT_EQ(g.size(), 64u);
+  for (std::int64_t c = 0; c < 4; ++c) {
+    double total = 0;
+    for (std::int64_t i = 0; i < 16; ++i) total += g[static_cast<std::size_t>(c * 16 + i)].value;
+    EXPECT_DOUBLE_EQ(total, static_cast<double>(c + 1)) << c;
+  }
+  EXPECT_TRUE(ps_roi_align_backward({{shape_only(3, 4, 4), {}, 1.0, 2, 2, 1, true}, {}}, DType::fp32).empty());
+}
+
+}  // namespace
+}  // namespace detfuzz::oracles
