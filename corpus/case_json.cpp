@@ -82,22 +82,28 @@ nlohmann::json feature_map_json(const FeatureMap& map) {
   return {{"shape", {map.batch, map.channels, map.height, map.width}}, {"values", values}};
 }
 
-FeatureMap feature_map_from_json(const nlohmann::json& json, const std::string& what) {
-  const auto& shape = field(json, "shape", what);
-  if (!shape.is_array() || shape.size() != 4) malformed(what + ".shape", "[batch, channels, height, width]", shape);
-  FeatureMap map;
+// A map's [batch, channels, height, width] (`what` names the field): positive, and at most
+// kMaxFeatureValues values in all. Returns the product.
+std::int64_t map_shape_from_json(const nlohmann::json& shape, const std::string& what, FeatureMap& map) {
+  if (!shape.is_array() || shape.size() != 4) malformed(what, "[batch, channels, height, width]", shape);
   std::int64_t* dims[4] = {&map.batch, &map.channels, &map.height, &map.width};
   std::int64_t total = 1;
   for (std::size_t d = 0; d < 4; ++d) {
     if (!shape[d].is_number_integer() || shape[d].get<std::int64_t>() < 1 ||
         shape[d].get<std::int64_t>() > kMaxFeatureValues)
-      malformed(what + ".shape[" + std::to_string(d) + "]", "a positive integer", shape[d]);
+      malformed(what + "[" + std::to_string(d) + "]", "a positive integer", shape[d]);
     *dims[d] = shape[d].get<std::int64_t>();
     total *= *dims[d];
     if (total > kMaxFeatureValues)
-      throw Error(ErrorKind::input, what + ".shape: " + shape.dump() + " holds more than " +
+      throw Error(ErrorKind::input, what + ": " + shape.dump() + " holds more than " +
                                         std::to_string(kMaxFeatureValues) + " values; use a smaller map");
   }
+  return total;
+}
+
+FeatureMap feature_map_from_json(const nlohmann::json& json, const std::string& what) {
+  FeatureMap map;
+  const std::int64_t total = map_shape_from_json(field(json, "shape", what), what + ".shape", map);
   const auto& values = field(json, "values", what);
   if (!values.is_array() || static_cast<std::int64_t>(values.size()) != total)
     malformed(what + ".values", "an array of " + std::to_string(total) + " numbers (the shape's product)", values);
@@ -143,9 +149,15 @@ struct RoiFields {
   std::int64_t pooled_height, pooled_width;
 };
 
-RoiFields roi_fields_from_json(const nlohmann::json& json, const std::string& what) {
+// `input`: the map with its values, or (a backward's) its shape alone, "input_shape".
+enum class MapField { input, input_shape };
+
+RoiFields roi_fields_from_json(const nlohmann::json& json, const std::string& what, MapField map = MapField::input) {
   RoiFields f;
-  f.input = feature_map_from_json(field(json, "input", what), what + ".input");
+  if (map == MapField::input)
+    f.input = feature_map_from_json(field(json, "input", what), what + ".input");
+  else
+    map_shape_from_json(field(json, "input_shape", what), what + ".input_shape", f.input);
   f.rois = rois_from_json(field(json, "rois", what), what + ".rois");
   f.spatial_scale = double_from_json(field(json, "spatial_scale", what), what + ".spatial_scale");
   f.pooled_height = integer_field(json, "pooled_height", what, 1, kMaxPooled);
@@ -441,14 +453,57 @@ nlohmann::json to_json(const RoiPoolProblem& p) {
           {"pooled_width", p.pooled_width}};
 }
 
-RoiAlignProblem roi_align_problem_from_json(const nlohmann::json& json) {
-  const std::string what = "roi_align input";
-  RoiFields f = roi_fields_from_json(json, what);
+namespace {
+
+RoiAlignProblem roi_align_fields_from_json(const nlohmann::json& json, const std::string& what, MapField map) {
+  RoiFields f = roi_fields_from_json(json, what, map);
   RoiAlignProblem p{std::move(f.input), std::move(f.rois), f.spatial_scale, f.pooled_height, f.pooled_width};
   p.sampling_ratio = integer_field(json, "sampling_ratio", what, -1024, 1024);
   const auto& aligned = field(json, "aligned", what);
   if (!aligned.is_boolean()) malformed(what + ".aligned", "true or false", aligned);
   p.aligned = aligned.get<bool>();
+  return p;
+}
+
+}  // namespace
+
+RoiAlignProblem roi_align_problem_from_json(const nlohmann::json& json) {
+  return roi_align_fields_from_json(json, "roi_align input", MapField::input);
+}
+
+nlohmann::json to_json(const RoiAlignBackwardProblem& p) {
+  nlohmann::json json = to_json(p.forward);
+  const FeatureMap& map = p.forward.input;
+  json.erase("input");
+  json["input_shape"] = {map.batch, map.channels, map.height, map.width};
+  nlohmann::json grad = nlohmann::json::array();
+  for (double v : p.grad) grad.push_back(json_double(v));
+  json["grad"] = std::move(grad);
+  return json;
+}
+
+RoiAlignBackwardProblem roi_align_backward_problem_from_json(const nlohmann::json& json, bool position_sensitive) {
+  const std::string what = position_sensitive ? "ps_roi_align_backward input" : "roi_align_backward input";
+  RoiAlignBackwardProblem p{roi_align_fields_from_json(json, what, MapField::input_shape), {}};
+  const RoiAlignProblem& f = p.forward;
+  const std::int64_t bins = f.pooled_height * f.pooled_width;
+  if (position_sensitive && f.input.channels % bins != 0)
+    throw Error(ErrorKind::input, what + ".input_shape: " + std::to_string(f.input.channels) +
+                                      " channels, not a multiple of pooled_height * pooled_width = " +
+                                      std::to_string(bins) + "; a position-sensitive gradient has C / (PH * PW) channels");
+  const std::int64_t channels_out = position_sensitive ? f.input.channels / bins : f.input.channels;
+  const auto expected = f.rois.size() * static_cast<std::size_t>(channels_out * bins);
+  if (static_cast<double>(expected) > static_cast<double>(kMaxFeatureValues))
+    throw Error(ErrorKind::input, what + ": the gradient of " + std::to_string(f.rois.size()) + " RoIs x " +
+                                      std::to_string(channels_out * bins) + " holds more than " +
+                                      std::to_string(kMaxFeatureValues) + " values; use fewer RoIs or channels");
+  const auto& grad = field(json, "grad", what);
+  if (!grad.is_array() || grad.size() != expected)
+    malformed(what + ".grad", "an array of " + std::to_string(expected) + " numbers ([K, " +
+                                  std::to_string(channels_out) + ", pooled_height, pooled_width])", grad);
+  p.grad.reserve(expected);
+  for (std::size_t i = 0; i < grad.size(); ++i)
+    p.grad.push_back(double_from_json(grad[i], what + ".grad[" + std::to_string(i) + "]"));
   return p;
 }
 

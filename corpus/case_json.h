@@ -28,6 +28,7 @@ nlohmann::json to_json(const MatcherProblem& problem);
 nlohmann::json to_json(const GiouLossProblem& problem);
 nlohmann::json to_json(const RoiAlignProblem& problem);
 nlohmann::json to_json(const RoiPoolProblem& problem);
+nlohmann::json to_json(const RoiAlignBackwardProblem& problem);
 
 // Per-case resource caps: a case file (or a generator) asking for more is refused with the
 // numbers and the fix, so that no case can exhaust memory.
@@ -48,5 +49,9 @@ MatcherProblem matcher_problem_from_json(const nlohmann::json& json);
 GiouLossProblem giou_loss_problem_from_json(const nlohmann::json& json);
 RoiAlignProblem roi_align_problem_from_json(const nlohmann::json& json);
 RoiPoolProblem roi_pool_problem_from_json(const nlohmann::json& json);
+// The map's shape as "input_shape" (a backward reads no map values) and "grad", the forward
+// output's gradient: [K, C, PH, PW] values, or [K, C / (PH * PW), PH, PW] when
+// position_sensitive (whose C the grid must divide).
+RoiAlignBackwardProblem roi_align_backward_problem_from_json(const nlohmann::json& json, bool position_sensitive);
 
 }  // namespace detfuzz::corpus

@@ -79,6 +79,14 @@ std::vector<Target<RoiAlignProblem>> ps_roi_align_targets(const KernelConfig& co
   return appended({torchvision_ps_roi_align_target(config)}, ps_roi_align_mutants());
 }
 
+std::vector<Target<RoiAlignBackwardProblem>> roi_align_backward_targets(const KernelConfig& config) {
+  return appended({torchvision_roi_align_backward_target(config)}, roi_align_backward_family_mutants(false));
+}
+
+std::vector<Target<RoiAlignBackwardProblem>> ps_roi_align_backward_targets(const KernelConfig& config) {
+  return appended({torchvision_ps_roi_align_backward_target(config)}, roi_align_backward_family_mutants(true));
+}
+
 std::vector<Target<RoiPoolProblem>> ps_roi_pool_targets(const KernelConfig& config) {
   return with_bound(config, OpId::ps_roi_pool, appended({torchvision_ps_roi_pool_target(config)}, ps_roi_pool_mutants()));
 }

@@ -18,6 +18,8 @@
 // the neighbours a shifted sample reaches), plus the absolute error of underflow.
 #pragma once
 
+#include <vector>
+
 #include "model/dtype.h"
 #include "model/problems.h"
 #include "roi_align.h"
@@ -33,5 +35,13 @@ RoiAlignAnswer roi_align_backward(const RoiAlignBackwardProblem& problem, DType 
 // PSRoIAlign's backward: grad is [K, C / (PH * PW), PH, PW]. Empty when C is not a multiple
 // of PH * PW.
 RoiAlignAnswer ps_roi_align_backward(const RoiAlignBackwardProblem& problem, DType storage);
+
+// The terms the kernel adds into input element `element` ([n, c, y, x] row-major), in
+// torchvision's CPU order (RoI, output channel, bin, sample row, sample column, corner), each
+// grad * w / count in fp64 at the fp64 sample position with the kernel's rules. Naive on
+// purpose: what explains an accumulation (its running sums), not a bound. Empty for an
+// element no sample reaches.
+std::vector<double> roi_align_backward_terms(const RoiAlignBackwardProblem& problem, bool position_sensitive,
+                                             std::size_t element);
 
 }  // namespace detfuzz::oracles

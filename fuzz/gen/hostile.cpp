@@ -139,24 +139,34 @@ rc::Gen<BoxIouProblem> hostile(rc::Gen<BoxIouProblem> valid, DType dtype) {
 
 namespace {
 
+// The values a hostile edit of a RoI problem may replace: the map's, or a backward's gradient.
+std::vector<double>& editable_values(RoiAlignProblem& p) { return p.input.values; }
+std::vector<double>& editable_values(RoiPoolProblem& p) { return p.input.values; }
+std::vector<double>& editable_values(RoiAlignBackwardProblem& p) { return p.grad; }
+template <class Problem>
+Problem& roi_part(Problem& p) { return p; }
+RoiAlignProblem& roi_part(RoiAlignBackwardProblem& p) { return p.forward; }
+
 template <class Problem>
 rc::Gen<Problem> hostile_rois(rc::Gen<Problem> valid, DType dtype) {
   return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<Problem, std::vector<Edit>> p) {
     Problem& problem = p.first;
+    std::vector<double>& values = editable_values(problem);
+    auto& rois = roi_part(problem).rois;
     for (const Edit& e : p.second) {
-      if (e.field == 4) {  // the map itself, or a batch index out of range
-        if (!problem.input.values.empty() && e.invert)
-          problem.input.values[e.element % problem.input.values.size()] = e.value;
-        else if (!problem.rois.empty())
-          problem.rois[e.element % problem.rois.size()].batch_index =
-              static_cast<double>(problem.input.batch + static_cast<std::int64_t>(e.element % 3));
+      if (e.field == 4) {  // a value itself, or a batch index out of range
+        if (!values.empty() && e.invert)
+          values[e.element % values.size()] = e.value;
+        else if (!rois.empty())
+          rois[e.element % rois.size()].batch_index =
+              static_cast<double>(roi_part(problem).input.batch + static_cast<std::int64_t>(e.element % 3));
         continue;
       }
       std::vector<Box> boxes;
-      for (const Roi& r : problem.rois) boxes.push_back({r.x1, r.y1, r.x2, r.y2});
+      for (const Roi& r : rois) boxes.push_back({r.x1, r.y1, r.x2, r.y2});
       apply(boxes, e);
       for (std::size_t i = 0; i < boxes.size(); ++i)
-        problem.rois[i] = {problem.rois[i].batch_index, boxes[i].x1, boxes[i].y1, boxes[i].x2, boxes[i].y2};
+        rois[i] = {rois[i].batch_index, boxes[i].x1, boxes[i].y1, boxes[i].x2, boxes[i].y2};
     }
     return problem;
   });
@@ -166,5 +176,8 @@ rc::Gen<Problem> hostile_rois(rc::Gen<Problem> valid, DType dtype) {
 
 rc::Gen<RoiAlignProblem> hostile(rc::Gen<RoiAlignProblem> valid, DType dtype) { return hostile_rois(valid, dtype); }
 rc::Gen<RoiPoolProblem> hostile(rc::Gen<RoiPoolProblem> valid, DType dtype) { return hostile_rois(valid, dtype); }
+rc::Gen<RoiAlignBackwardProblem> hostile(rc::Gen<RoiAlignBackwardProblem> valid, DType dtype) {
+  return hostile_rois(valid, dtype);
+}
 
 }  // namespace detfuzz::gen

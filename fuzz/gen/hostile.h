@@ -22,6 +22,8 @@ rc::Gen<GiouLossProblem> hostile(rc::Gen<GiouLossProblem> valid, DType dtype);
 rc::Gen<MatcherProblem> hostile(rc::Gen<MatcherProblem> valid, DType dtype);  // in gen/matcher.cpp
 rc::Gen<RoiAlignProblem> hostile(rc::Gen<RoiAlignProblem> valid, DType dtype);
 rc::Gen<RoiPoolProblem> hostile(rc::Gen<RoiPoolProblem> valid, DType dtype);
+// Hostile RoIs as the forward's, and NaN / Inf / extremes in the gradient.
+rc::Gen<RoiAlignBackwardProblem> hostile(rc::Gen<RoiAlignBackwardProblem> valid, DType dtype);
 
 // What makes a value or a box hostile (and its results unconstrained).
 bool hostile_value(double value);  // NaN or infinite

@@ -220,3 +220,36 @@ rc::Gen<RoiPoolProblem> ps_roi_pool_problem(const BoxGenOptions& options) {
 }
 
 }  // namespace detfuzz::gen
+
+namespace detfuzz::gen {
+namespace {
+
+// The backward of a forward problem: the map's shape alone, and a gradient of the forward's
+// output shape with the map generator's kinds of values (constant, smooth, alternating,
+// dyadic noise, near the dtype's maximum: sums of those overflow fp16). Position-sensitive
+// maps whose channels the grid does not divide lose the remainder (the gradient needs C / bins).
+rc::Gen<RoiAlignBackwardProblem> backward_problem(rc::Gen<RoiAlignProblem> forward, DType dtype, bool position_sensitive) {
+  return rc::gen::mapcat(std::move(forward), [dtype, position_sensitive](RoiAlignProblem f) {
+    const std::int64_t bins = f.pooled_height * f.pooled_width;
+    if (position_sensitive) f.input.channels = std::max(bins, f.input.channels - f.input.channels % bins);
+    const std::int64_t channels_out = position_sensitive ? f.input.channels / bins : f.input.channels;
+    f.input.values.clear();
+    f.input.values.shrink_to_fit();
+    const auto count = static_cast<std::int64_t>(f.rois.size()) * channels_out * bins;
+    return rc::gen::map(map_values(dtype, count, f.pooled_height, f.pooled_width), [f](std::vector<double> grad) {
+      return RoiAlignBackwardProblem{f, std::move(grad)};
+    });
+  });
+}
+
+}  // namespace
+
+rc::Gen<RoiAlignBackwardProblem> roi_align_backward_problem(const BoxGenOptions& options) {
+  return backward_problem(roi_align_problem(options), options.dtype, false);
+}
+
+rc::Gen<RoiAlignBackwardProblem> ps_roi_align_backward_problem(const BoxGenOptions& options) {
+  return backward_problem(ps_roi_align_problem(options), options.dtype, true);
+}
+
+}  // namespace detfuzz::gen

@@ -29,5 +29,9 @@ rc::Gen<RoiPoolProblem> roi_pool_problem(const BoxGenOptions& options);
 rc::Gen<RoiPoolProblem> ps_roi_pool_problem(const BoxGenOptions& options);
 // The same for PSRoIAlign, with RoIAlign's sampling ratios; aligned always (its geometry).
 rc::Gen<RoiAlignProblem> ps_roi_align_problem(const BoxGenOptions& options);
+// The backward problems of roi_align_problem and ps_roi_align_problem: the same geometry, the
+// map's shape alone, a gradient of the forward output's shape.
+rc::Gen<RoiAlignBackwardProblem> roi_align_backward_problem(const BoxGenOptions& options);
+rc::Gen<RoiAlignBackwardProblem> ps_roi_align_backward_problem(const BoxGenOptions& options);
 
 }  // namespace detfuzz::gen

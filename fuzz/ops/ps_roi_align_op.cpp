@@ -41,8 +41,7 @@ std::vector<compare::ExpectedValue> expected_values(const RoiAlignProblem& p, DT
   std::size_t i = 0;
   for (const auto& e : oracles::ps_roi_align(cleaned(p, taint), dtype)) {
     const bool tainted = taint.tainted[roi_align_element(p, i++)];
-    expected.push_back({e.value, tainted || e.unconstrained, {e.strict.low, e.strict.high, e.strict.bound},
-                        {e.storage.low, e.storage.high, e.storage.bound}, e.range_ok});
+    expected.push_back(expected_of(e, tainted));
   }
   return expected;
 }
@@ -151,8 +150,7 @@ std::unique_ptr<OpHarness> make_ps_roi_align_harness(std::vector<PsRoiAlignTarge
     std::vector<double> oracle, tolerance;
     for (const auto& e : oracles::ps_roi_align(cleaned(p, roi_taint(p)), dtype)) {
       oracle.push_back(e.value);
-      tolerance.push_back(compare::tolerance({e.strict.low, e.strict.high, e.strict.bound}, dtype) +
-                          std::max(e.value - e.strict.low, e.strict.high - e.value));
+      tolerance.push_back(side_by_side_tolerance(e, dtype));
     }
     if (outputs.empty() || oracle.size() != outputs.front().values.size()) return std::string();
     return element_table(outputs.front().shape, outputs.front().values, oracle, tolerance);

@@ -36,8 +36,7 @@ std::vector<compare::ExpectedValue> expected_values(const RoiPoolProblem& p, DTy
   for (const auto& e : oracles::ps_roi_pool(cleaned(p, taint), dtype)) {
     const std::size_t roi = i / per_roi, bin = i % bins;
     const bool tainted = taint.tainted[(roi * per_roi + static_cast<std::size_t>(e.channel)) * bins + bin];
-    expected.push_back({e.value, tainted || e.unconstrained, {e.strict.low, e.strict.high, e.strict.bound},
-                        {e.storage.low, e.storage.high, e.storage.bound}, e.range_ok});
+    expected.push_back(expected_of(e, tainted));
     ++i;
   }
   return expected;
@@ -188,8 +187,7 @@ std::unique_ptr<OpHarness> make_ps_roi_pool_harness(std::vector<PsRoiPoolTarget>
     std::vector<double> oracle, tolerance;
     for (const auto& e : oracles::ps_roi_pool(cleaned(p, roi_taint(p)), dtype)) {
       oracle.push_back(e.value);
-      tolerance.push_back(compare::tolerance({e.strict.low, e.strict.high, e.strict.bound}, dtype) +
-                          std::max(e.value - e.strict.low, e.strict.high - e.value));
+      tolerance.push_back(side_by_side_tolerance(e, dtype));
     }
     if (outputs.empty() || oracle.size() != outputs.front().values.size()) return std::string();
     return element_table(outputs.front().shape, outputs.front().values, oracle, tolerance);

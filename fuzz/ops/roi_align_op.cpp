@@ -25,8 +25,7 @@ std::vector<compare::ExpectedValue> expected_values(const RoiAlignProblem& p, DT
   std::vector<compare::ExpectedValue> expected;
   std::size_t i = 0;
   for (const auto& e : oracles::roi_align(clean, dtype))
-    expected.push_back({e.value, taint.tainted[i++] || e.unconstrained, {e.strict.low, e.strict.high, e.strict.bound},
-                        {e.storage.low, e.storage.high, e.storage.bound}, e.range_ok});
+    expected.push_back(expected_of(e, taint.tainted[i++]));
   return expected;
 }
 
@@ -100,8 +99,7 @@ std::unique_ptr<OpHarness> make_roi_align_harness(std::vector<RoiAlignTarget> ta
     const RoiAlignProblem clean = cleaned(p, roi_taint(p));
     for (const auto& e : oracles::roi_align(clean, dtype)) {
       oracle.push_back(e.value);
-      tolerance.push_back(compare::tolerance({e.strict.low, e.strict.high, e.strict.bound}, dtype) +
-                          std::max(e.value - e.strict.low, e.strict.high - e.value));
+      tolerance.push_back(side_by_side_tolerance(e, dtype));
     }
     return element_table(outputs.front().shape, outputs.front().values, oracle, tolerance);
   };

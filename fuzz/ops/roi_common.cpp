@@ -70,18 +70,30 @@ std::vector<MapAndRois> smaller_maps_and_rois(const FeatureMap& map, const std::
   return out;
 }
 
-std::optional<FeatureMap> doubled_map(const FeatureMap& map, DType dtype) {
+std::optional<std::vector<double>> doubled_values(std::vector<double> values, DType dtype) {
   // fp16's products of small bilinear weights with values are subnormal: doubling would
   // not be exact there. Wider types: weights are >= 2^-48 of a value, far above subnormals.
   if (dtype == DType::fp16 || dtype == DType::bf16) return std::nullopt;
   const FloatFormat& format = float_format(dtype);
-  FeatureMap doubled = map;
-  for (double& v : doubled.values) {
+  for (double& v : values) {
     if (v != 0 && (std::fabs(v) < std::ldexp(format.min_normal, 64) || std::fabs(v) > std::ldexp(format.max_finite, -32)))
       return std::nullopt;
     v *= 2;
   }
+  return values;
+}
+
+std::optional<FeatureMap> doubled_map(const FeatureMap& map, DType dtype) {
+  auto values = doubled_values(map.values, dtype);
+  if (!values) return std::nullopt;
+  FeatureMap doubled = map;
+  doubled.values = std::move(*values);
   return doubled;
+}
+
+bool extreme_roi(const Roi& r, double spatial_scale) {
+  return !(std::fabs(r.x1 * spatial_scale) < kMillion && std::fabs(r.y1 * spatial_scale) < kMillion &&
+           std::fabs(r.x2 * spatial_scale) < kMillion && std::fabs(r.y2 * spatial_scale) < kMillion);
 }
 
 RoiTaint roi_taint(const FeatureMap& map, const std::vector<Roi>& rois, double spatial_scale,
@@ -100,9 +112,7 @@ RoiTaint roi_taint(const FeatureMap& map, const std::vector<Roi>& rois, double s
   for (std::size_t k = 0; k < rois.size(); ++k) {
     const bool bad_index = !gen::valid_batch_index(rois[k], map.batch);
     const Roi& r = rois[k];
-    const bool extreme = !(std::fabs(r.x1 * spatial_scale) < kMillion && std::fabs(r.y1 * spatial_scale) < kMillion &&
-                           std::fabs(r.x2 * spatial_scale) < kMillion && std::fabs(r.y2 * spatial_scale) < kMillion);
-    const bool bad_box = gen::hostile_roi(r) || extreme;
+    const bool bad_box = gen::hostile_roi(r) || extreme_roi(r, spatial_scale);
     if (bad_index) taint.bad_batch_index.push_back(k);
     if (bad_index || bad_box) taint.clean_rois[k] = {0, 0, 0, 0, 0};
     for (std::int64_t c = 0; c < map.channels; ++c) {
@@ -122,11 +132,15 @@ RoiTaint roi_taint(const FeatureMap& map, const std::vector<Roi>& rois, double s
 std::optional<compare::Verdict> accepted_bad_batch_index(const std::vector<Roi>& rois, const RoiTaint& taint,
                                                          std::int64_t batch) {
   if (taint.bad_batch_index.empty()) return std::nullopt;
-  const std::size_t k = taint.bad_batch_index.front();
+  return accepted_bad_batch_index(rois, taint.bad_batch_index.front(), batch, "read memory that is not its input");
+}
+
+compare::Verdict accepted_bad_batch_index(const std::vector<Roi>& rois, std::size_t k, std::int64_t batch,
+                                          const std::string& access) {
   return compare::Verdict{FindingKind::mismatch, "batch_index",
                           "RoI " + std::to_string(k) + " names image " + std::to_string(rois[k].batch_index) +
                               " of a batch of " + std::to_string(batch) +
-                              ", and the kernel returned without an error (it read memory that is not its input)",
+                              ", and the kernel returned without an error (it " + access + ")",
                           {{"roi", k}, {"batch_index", rois[k].batch_index}, {"batch", batch}}};
 }
 
@@ -163,37 +177,62 @@ compare::Verdict accepted_indivisible_channels(std::int64_t channels, std::int64
 }
 
 namespace {
-constexpr const char* kBinSum = "the sum of a bin's samples";
-}  // namespace
 
-compare::OverflowExplainer bin_sum_explainer(std::function<std::vector<double>(std::size_t)> samples_of,
-                                             const std::vector<compare::ExpectedValue>& expected,
-                                             const kernels::Arithmetic& arithmetic, DType dtype) {
-  const DType sum_dtype = arithmetic.dtype_of(kBinSum, dtype);
+// What an explained sum is: the stage's name (as targets declare it), what it sums, and
+// whether the element is the sum's mean (RoIAlign's bins) or the sum itself (a gradient).
+struct SumStage {
+  const char* name;
+  const char* terms;
+  const char* unit;  // what one term is called in the stage's name
+  bool averaged;
+};
+
+compare::OverflowExplainer sum_explainer(SumStage stage, std::function<std::vector<double>(std::size_t)> terms_of,
+                                         const std::vector<compare::ExpectedValue>& expected,
+                                         const kernels::Arithmetic& arithmetic, DType dtype) {
+  const DType sum_dtype = arithmetic.dtype_of(stage.name, dtype);
   if (sum_dtype == accumulate_type(dtype)) return {};
-  return [samples_of = std::move(samples_of), &expected, &arithmetic, sum_dtype](
+  return [stage, terms_of = std::move(terms_of), &expected, &arithmetic, sum_dtype](
              std::size_t element) -> std::optional<compare::StageOverflow> {
-    const std::vector<double> samples = samples_of(element);
-    if (samples.empty()) return std::nullopt;
-    const double count = static_cast<double>(samples.size());
+    const std::vector<double> terms = terms_of(element);
+    if (terms.empty()) return std::nullopt;
+    const double count = stage.averaged ? static_cast<double>(terms.size()) : 1.0;
     const compare::ExpectedValue& e = expected[element];
     const double sum = e.value * count;
     const double farthest = std::fabs(e.storage.low) > std::fabs(e.storage.high) ? e.storage.low : e.storage.high;
     const double reach = std::copysign(std::fabs(farthest) + e.storage.bound, farthest) * count;
     auto overflows = [sum_dtype](double value) { return std::isinf(round_to(sum_dtype, value)); };
-    const std::string stage = fmt::format("{} ({:g} samples) before dividing by their count", kBinSum, count);
-    if (overflows(sum)) return compare::StageOverflow{stage, sum, sum, sum_dtype, arithmetic.source};
-    if (overflows(reach)) return compare::StageOverflow{stage, sum, reach, sum_dtype, arithmetic.source};
+    const std::string name = stage.averaged
+                                 ? fmt::format("{} ({} {}) before dividing by their count", stage.name, terms.size(), stage.unit)
+                                 : fmt::format("{} ({} {})", stage.name, terms.size(), stage.unit);
+    if (overflows(sum)) return compare::StageOverflow{name, sum, sum, sum_dtype, arithmetic.source};
+    if (overflows(reach)) return compare::StageOverflow{name, sum, reach, sum_dtype, arithmetic.source};
     double running = 0;
-    for (std::size_t taken = 1; taken <= samples.size(); ++taken) {
-      running += samples[taken - 1];
+    for (std::size_t taken = 1; taken <= terms.size(); ++taken) {
+      running += terms[taken - 1];
       if (overflows(running))
-        return compare::StageOverflow{
-            fmt::format("the running sum of a bin's samples (after {} of {}; the final sum is {})", taken, samples.size(), sum),
-            running, running, sum_dtype, arithmetic.source};
+        return compare::StageOverflow{fmt::format("the running sum of {} (after {} of {}; the final sum is {})",
+                                                  stage.terms, taken, terms.size(), sum),
+                                      running, running, sum_dtype, arithmetic.source};
     }
     return std::nullopt;
   };
+}
+
+}  // namespace
+
+compare::OverflowExplainer bin_sum_explainer(std::function<std::vector<double>(std::size_t)> samples_of,
+                                             const std::vector<compare::ExpectedValue>& expected,
+                                             const kernels::Arithmetic& arithmetic, DType dtype) {
+  return sum_explainer({"the sum of a bin's samples", "a bin's samples", "samples", true}, std::move(samples_of), expected,
+                       arithmetic, dtype);
+}
+
+compare::OverflowExplainer gradient_sum_explainer(std::function<std::vector<double>(std::size_t)> terms_of,
+                                                  const std::vector<compare::ExpectedValue>& expected,
+                                                  const kernels::Arithmetic& arithmetic, DType dtype) {
+  return sum_explainer({kGradientSum, "an input element's gradient terms", "terms", false}, std::move(terms_of), expected,
+                       arithmetic, dtype);
 }
 
 std::vector<std::int64_t> pooled_shape(std::size_t rois, const FeatureMap& map, std::int64_t pooled_height,

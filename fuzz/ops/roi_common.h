@@ -30,6 +30,11 @@ std::vector<MapAndRois> smaller_maps_and_rois(const FeatureMap& map, const std::
 // The map with every value doubled, when that is exact and stays far from overflow and
 // from subnormal products in `dtype` (so outputs must double exactly); nullopt otherwise.
 std::optional<FeatureMap> doubled_map(const FeatureMap& map, DType dtype);
+std::optional<std::vector<double>> doubled_values(std::vector<double> values, DType dtype);
+
+// A RoI whose scaled corners reach a million feature pixels: kernels overflow their int
+// grids or take minutes there, so its outputs are unconstrained.
+bool extreme_roi(const Roi& roi, double spatial_scale);
 
 // Which outputs a hostile input leaves unconstrained: those of a RoI with a non-finite or
 // inverted box or a batch index outside the batch, and those reading a channel that holds
@@ -64,6 +69,10 @@ RoiProblem cleaned(const RoiProblem& p, const RoiTaint& taint) {
 // normally has read memory that is not its input. nullopt when no such RoI was accepted.
 std::optional<compare::Verdict> accepted_bad_batch_index(const std::vector<Roi>& rois, const RoiTaint& taint,
                                                          std::int64_t batch);
+// The verdict for RoI k, saying what the kernel did with the memory it named (`access`:
+// "read memory that is not its input", "wrote outside grad_input").
+compare::Verdict accepted_bad_batch_index(const std::vector<Roi>& rois, std::size_t k, std::int64_t batch,
+                                          const std::string& access);
 
 // The position-sensitive ops (ps_roi_align, ps_roi_pool): their channel_mapping output
 // [K, C / (PH * PW), PH, PW] (int32), where element i of a RoI's block reads input channel i
@@ -109,18 +118,24 @@ compare::OverflowExplainer bin_sum_explainer(std::function<std::vector<double>(s
                                              const std::vector<compare::ExpectedValue>& expected,
                                              const kernels::Arithmetic& arithmetic, DType dtype);
 
-// The exact property of the RoI ops: doubling every map value doubles every value of output 0
-// bit for bit (sums of products with exact weights, maxima, means), and leaves the other
-// outputs (argmax, channel_mapping) as they were. Appends the verdict when it does not, or
-// when the rerun raises; `outputs` are the main run's.
+// The same for a backward's gradient: the element is the sum of the terms its kernel adds into
+// it (terms_of(element), in the kernel's order), in the dtype the target declares for the
+// stage kGradientSum.
+inline constexpr const char* kGradientSum = "the sum of an input element's gradient terms";
+compare::OverflowExplainer gradient_sum_explainer(std::function<std::vector<double>(std::size_t)> terms_of,
+                                                  const std::vector<compare::ExpectedValue>& expected,
+                                                  const kernels::Arithmetic& arithmetic, DType dtype);
+
+// The exact property of the RoI ops: doubling every input value (`doubled`: the problem with
+// them doubled, `what` names them) doubles every value of output 0 bit for bit (sums of
+// products with exact weights, maxima, means), and leaves the other outputs (argmax,
+// channel_mapping) as they were. Appends the verdict (property `property`) when it does not,
+// or when the rerun raises; `outputs` are the main run's.
 template <class Problem>
-void check_value_scaling(const Problem& problem, const kernels::Target<Problem>& target, DType dtype, Device device,
-                         std::size_t expected_outputs, compare::Judgement& judgement) {
-  auto doubled = doubled_map(problem.input, dtype);
-  if (!doubled) return;
-  Problem scaled = problem;
-  scaled.input = *doubled;
-  auto rerun = run_guarded(target, scaled, dtype, device, "value_scaling", expected_outputs);
+void check_doubling(const Problem& doubled, const kernels::Target<Problem>& target, DType dtype, Device device,
+                    std::size_t expected_outputs, const std::string& property, const std::string& what,
+                    compare::Judgement& judgement) {
+  auto rerun = run_guarded(target, doubled, dtype, device, property, expected_outputs);
   if (auto* verdict = std::get_if<compare::Verdict>(&rerun)) {
     judgement.verdicts.push_back(*verdict);
     return;
@@ -131,12 +146,41 @@ void check_value_scaling(const Problem& problem, const kernels::Target<Problem>&
   bool same = again[0].values == judgement.outputs[0].values;
   for (std::size_t i = 1; i < expected_outputs && same; ++i) same = again[i].values == judgement.outputs[i].values;
   if (!same)
-    judgement.verdicts.push_back({FindingKind::mismatch, "value_scaling",
+    judgement.verdicts.push_back({FindingKind::mismatch, property,
                                   expected_outputs > 1
-                                      ? "doubling every feature value did not double every output (or moved an argmax)"
-                                      : "doubling every feature value did not double every output exactly",
+                                      ? "doubling every " + what + " did not double every output (or moved an argmax)"
+                                      : "doubling every " + what + " did not double every output exactly",
                                   {}});
 }
+
+// check_doubling of every map value (property "value_scaling").
+template <class Problem>
+void check_value_scaling(const Problem& problem, const kernels::Target<Problem>& target, DType dtype, Device device,
+                         std::size_t expected_outputs, compare::Judgement& judgement) {
+  auto doubled = doubled_map(problem.input, dtype);
+  if (!doubled) return;
+  Problem scaled = problem;
+  scaled.input = *doubled;
+  check_doubling(scaled, target, dtype, device, expected_outputs, "value_scaling", "feature value", judgement);
+}
+
+// The output expectation of one element of a RoI oracle's answer (RoiAlignElement and its
+// kin: value, strict and storage tiers, range_ok, unconstrained); `tainted`: a hostile input
+// leaves it unconstrained.
+template <class Element>
+compare::ExpectedValue expected_of(const Element& e, bool tainted) {
+  return {e.value, tainted || e.unconstrained, {e.strict.low, e.strict.high, e.strict.bound},
+          {e.storage.low, e.storage.high, e.storage.bound}, e.range_ok};
+}
+
+// The tolerance people read beside the element in a side-by-side table: the strict tier's
+// tolerance plus the widest reach of its interval from the value.
+template <class Element>
+double side_by_side_tolerance(const Element& e, DType dtype) {
+  return compare::tolerance({e.strict.low, e.strict.high, e.strict.bound}, dtype) +
+         std::max(e.value - e.strict.low, e.strict.high - e.value);
+}
+
 std::vector<std::int64_t> pooled_shape(std::size_t rois, const FeatureMap& map, std::int64_t pooled_height,
                                        std::int64_t pooled_width);
 

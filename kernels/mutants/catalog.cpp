@@ -51,6 +51,14 @@ const std::vector<MutantSpec>& mutant_catalog() {
        "PSRoIPool reading the next input channel for each bin"},
       {"mutant:ps_roi_pool_clips_before_last_pixel", "ps_roi_pool", "twin:ps_roi_pool", kAll,
        "PSRoIPool dropping the map's last row and column (torchvision's forward)"},
+      {"mutant:roi_align_backward_drops_corner", "roi_align_backward", "twin:roi_align_backward", kAll,
+       "RoIAlign backward that drops one bilinear corner's gradient"},
+      {"mutant:roi_align_backward_ignores_spatial_scale", "roi_align_backward", "twin:roi_align_backward", kAll,
+       "RoIAlign backward ignoring spatial_scale (the gradient lands on the wrong pixels)"},
+      {"mutant:ps_roi_align_backward_channel_off_by_one", "ps_roi_align_backward", "twin:ps_roi_align_backward",
+       kAll, "PSRoIAlign backward scattering into the next input channel"},
+      {"mutant:ps_roi_align_backward_drops_corner", "ps_roi_align_backward", "twin:ps_roi_align_backward", kAll,
+       "PSRoIAlign backward that drops one bilinear corner's gradient"},
   };
   return catalog;
 }

@@ -126,6 +126,65 @@ Target<BoxIouProblem> emulated_box_iou(const std::string& name, BoxIouVariant va
   return target;
 }
 
+namespace {
+
+// torchvision's RoIAlign geometry for one RoI, every step rounded by `m`: start, size (at
+// least 1 when not aligned), bin size, grid and count (max(count, 1) in the forward; the
+// backward's loops simply do not run for an empty grid).
+struct EmulatedRoi {
+  double start_h, start_w, bin_h, bin_w;
+  int grid_h, grid_w;
+};
+
+EmulatedRoi emulated_roi(const RoiAlignProblem& p, const Roi& roi, const Rounding& m, bool aligned, double scale,
+                         double offset) {
+  EmulatedRoi g{};
+  g.start_w = m.sub(m.mul(roi.x1, scale), offset);
+  g.start_h = m.sub(m.mul(roi.y1, scale), offset);
+  double size_w = m.sub(m.sub(m.mul(roi.x2, scale), offset), g.start_w);
+  double size_h = m.sub(m.sub(m.mul(roi.y2, scale), offset), g.start_h);
+  if (!aligned) {
+    size_w = std::max(size_w, 1.0);
+    size_h = std::max(size_h, 1.0);
+  }
+  g.bin_h = m.div(size_h, static_cast<double>(p.pooled_height));
+  g.bin_w = m.div(size_w, static_cast<double>(p.pooled_width));
+  g.grid_h = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio) : static_cast<int>(std::ceil(g.bin_h));
+  g.grid_w = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio) : static_cast<int>(std::ceil(g.bin_w));
+  return g;
+}
+
+// bilinear_interpolate(_gradient) at one sample: false outside [-1, size]; else the four
+// pixels (y_low, x_low), (y_low, x_high), (y_high, x_low), (y_high, x_high) and their
+// weights, rounded by `m`.
+bool emulated_corners(double y, double x, std::int64_t height, std::int64_t width, const Rounding& m,
+                      std::int64_t (&offset)[4], double (&weight)[4]) {
+  if (y < -1.0 || y > static_cast<double>(height) || x < -1.0 || x > static_cast<double>(width)) return false;
+  y = std::max(y, 0.0);
+  x = std::max(x, 0.0);
+  auto y_low = static_cast<std::int64_t>(y), x_low = static_cast<std::int64_t>(x);
+  std::int64_t y_high = y_low + 1, x_high = x_low + 1;
+  if (y_low >= height - 1) y = static_cast<double>(y_high = y_low = height - 1);
+  if (x_low >= width - 1) x = static_cast<double>(x_high = x_low = width - 1);
+  const double ly = m.sub(y, static_cast<double>(y_low)), lx = m.sub(x, static_cast<double>(x_low));
+  const double hy = m.sub(1.0, ly), hx = m.sub(1.0, lx);
+  const double weights[4] = {m.mul(hy, hx), m.mul(hy, lx), m.mul(ly, hx), m.mul(ly, lx)};
+  const std::int64_t offsets[4] = {y_low * width + x_low, y_low * width + x_high, y_high * width + x_low,
+                                   y_high * width + x_high};
+  for (int k = 0; k < 4; ++k) {
+    weight[k] = weights[k];
+    offset[k] = offsets[k];
+  }
+  return true;
+}
+
+// Sample (iy, ix) of bin (ph, pw): start + bin index * bin + (i + .5) * bin / grid.
+double emulated_position(const Rounding& m, double start, std::int64_t index, double bin, int i, int grid) {
+  return m.add(m.add(start, m.mul(static_cast<double>(index), bin)), m.div(m.mul(i + 0.5, bin), grid));
+}
+
+}  // namespace
+
 Target<RoiAlignProblem> emulated_roi_align(const std::string& name, RoiAlignVariant variant, std::string description) {
   auto target = cpu_target<RoiAlignProblem>(name, std::move(description));
   target.run = [variant](const RoiAlignProblem& p, DType dtype, Device) {
@@ -141,48 +200,27 @@ Target<RoiAlignProblem> emulated_roi_align(const std::string& name, RoiAlignVari
     std::vector<double> out, channel_mapping;
     for (const Roi& roi : p.rois) {
       const auto n = variant.ignores_batch_index ? 0 : static_cast<std::int64_t>(roi.batch_index);
-      const double start_w = m.sub(m.mul(roi.x1, scale), offset), start_h = m.sub(m.mul(roi.y1, scale), offset);
-      double size_w = m.sub(m.sub(m.mul(roi.x2, scale), offset), start_w);
-      double size_h = m.sub(m.sub(m.mul(roi.y2, scale), offset), start_h);
-      if (!aligned) {
-        size_w = std::max(size_w, 1.0);
-        size_h = std::max(size_h, 1.0);
-      }
-      const double bin_h = m.div(size_h, static_cast<double>(p.pooled_height));
-      const double bin_w = m.div(size_w, static_cast<double>(p.pooled_width));
-      const int grid_h = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio) : static_cast<int>(std::ceil(bin_h));
-      const int grid_w = p.sampling_ratio > 0 ? static_cast<int>(p.sampling_ratio) : static_cast<int>(std::ceil(bin_w));
-      const double count = m.r(std::max(grid_h * grid_w, 1));
+      const EmulatedRoi g = emulated_roi(p, roi, m, aligned, scale, offset);
+      const double count = m.r(std::max(g.grid_h * g.grid_w, 1));
       for (std::int64_t c_out = 0; c_out < channels_out; ++c_out)
         for (std::int64_t ph = 0; ph < p.pooled_height; ++ph)
           for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
-            const std::int64_t read = !variant.position_sensitive ? c_out
-                                      : variant.channel_off_by_one ? (c_out * bins + ph * p.pooled_width + pw + 1) % map.channels
-                                                                   : c_out * bins + ph * p.pooled_width + pw;
-            const std::int64_t c = read;
+            const std::int64_t c = !variant.position_sensitive ? c_out
+                                   : variant.channel_off_by_one ? (c_out * bins + ph * p.pooled_width + pw + 1) % map.channels
+                                                                : c_out * bins + ph * p.pooled_width + pw;
             channel_mapping.push_back(static_cast<double>(c_out * bins + ph * p.pooled_width + pw));
+            const double* plane = &map.values[static_cast<std::size_t>((n * map.channels + c) * map.height * map.width)];
             double sum = 0;
-            for (int iy = 0; iy < grid_h; ++iy) {
-              const double y0 = m.add(m.add(start_h, m.mul(static_cast<double>(ph), bin_h)),
-                                      m.div(m.mul(iy + 0.5, bin_h), grid_h));
-              for (int ix = 0; ix < grid_w; ++ix) {
-                double x = m.add(m.add(start_w, m.mul(static_cast<double>(pw), bin_w)),
-                                 m.div(m.mul(ix + 0.5, bin_w), grid_w));
-                double y = y0;
-                if (y < -1.0 || y > static_cast<double>(map.height) || x < -1.0 || x > static_cast<double>(map.width))
+            for (int iy = 0; iy < g.grid_h; ++iy) {
+              const double y = emulated_position(m, g.start_h, ph, g.bin_h, iy, g.grid_h);
+              for (int ix = 0; ix < g.grid_w; ++ix) {
+                std::int64_t at[4];
+                double w[4];
+                if (!emulated_corners(y, emulated_position(m, g.start_w, pw, g.bin_w, ix, g.grid_w), map.height,
+                                      map.width, m, at, w))
                   continue;
-                y = std::max(y, 0.0);
-                x = std::max(x, 0.0);
-                auto y_low = static_cast<std::int64_t>(y), x_low = static_cast<std::int64_t>(x);
-                std::int64_t y_high = y_low + 1, x_high = x_low + 1;
-                if (y_low >= map.height - 1) y = static_cast<double>(y_high = y_low = map.height - 1);
-                if (x_low >= map.width - 1) x = static_cast<double>(x_high = x_low = map.width - 1);
-                const double ly = m.sub(y, static_cast<double>(y_low)), lx = m.sub(x, static_cast<double>(x_low));
-                const double hy = m.sub(1.0, ly), hx = m.sub(1.0, lx);
-                double term = m.mul(m.mul(hy, hx), map.at(n, c, y_low, x_low));
-                term = m.add(term, m.mul(m.mul(hy, lx), map.at(n, c, y_low, x_high)));
-                term = m.add(term, m.mul(m.mul(ly, hx), map.at(n, c, y_high, x_low)));
-                term = m.add(term, m.mul(m.mul(ly, lx), map.at(n, c, y_high, x_high)));
+                double term = m.mul(w[0], plane[at[0]]);
+                for (int k = 1; k < 4; ++k) term = m.add(term, m.mul(w[k], plane[at[k]]));
                 sum = m.add(sum, term);
               }
             }
@@ -194,6 +232,54 @@ Target<RoiAlignProblem> emulated_roi_align(const std::string& name, RoiAlignVari
     if (variant.position_sensitive)
       return std::vector<HostTensor>{tensor(shape, dtype, out), {shape, "int32", "cpu", channel_mapping}};
     return std::vector<HostTensor>{tensor(shape, dtype, out)};
+  };
+  return target;
+}
+
+Target<RoiAlignBackwardProblem> emulated_roi_align_backward(const std::string& name, RoiAlignBackwardVariant variant,
+                                                            std::string description) {
+  auto target = cpu_target<RoiAlignBackwardProblem>(name, std::move(description));
+  target.run = [variant](const RoiAlignBackwardProblem& problem, DType dtype, Device) {
+    const Rounding m{variant.storage_arithmetic ? dtype : accumulate_type(dtype)};
+    const RoiAlignProblem& p = problem.forward;
+    const FeatureMap& map = p.input;
+    const double scale = variant.ignores_spatial_scale ? 1.0 : m.r(p.spatial_scale);
+    const bool aligned = p.aligned || variant.position_sensitive;
+    const std::int64_t bins = p.pooled_height * p.pooled_width;
+    const std::int64_t channels_out = variant.position_sensitive ? map.channels / bins : map.channels;
+    const auto plane = map.height * map.width;
+    std::vector<double> grad_input(static_cast<std::size_t>(map.batch * map.channels * plane), 0.0);
+    for (std::size_t k = 0; k < p.rois.size(); ++k) {
+      const Roi& roi = p.rois[k];
+      const auto n = static_cast<std::int64_t>(roi.batch_index);
+      if (n < 0 || n >= map.batch) throw std::invalid_argument("RoI batch index outside the batch");
+      const EmulatedRoi g = emulated_roi(p, roi, m, aligned, scale, aligned ? 0.5 : 0.0);
+      const double count = m.r(g.grid_h * g.grid_w);
+      for (std::int64_t c_out = 0; c_out < channels_out; ++c_out)
+        for (std::int64_t ph = 0; ph < p.pooled_height; ++ph)
+          for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
+            const std::int64_t bin = ph * p.pooled_width + pw;
+            std::int64_t c = variant.position_sensitive ? c_out * bins + bin : c_out;
+            if (variant.channel_off_by_one) c = (c + 1) % map.channels;
+            const double grad = problem.grad[(k * static_cast<std::size_t>(channels_out) + static_cast<std::size_t>(c_out)) *
+                                                 static_cast<std::size_t>(bins) + static_cast<std::size_t>(bin)];
+            double* into = &grad_input[static_cast<std::size_t>((n * map.channels + c) * plane)];
+            for (int iy = 0; iy < g.grid_h; ++iy) {
+              const double y = emulated_position(m, g.start_h, ph, g.bin_h, iy, g.grid_h);
+              for (int ix = 0; ix < g.grid_w; ++ix) {
+                std::int64_t at[4];
+                double w[4];
+                if (!emulated_corners(y, emulated_position(m, g.start_w, pw, g.bin_w, ix, g.grid_w), map.height,
+                                      map.width, m, at, w))
+                  continue;
+                for (int corner = 0; corner < (variant.drops_last_corner ? 3 : 4); ++corner)
+                  into[at[corner]] = m.add(into[at[corner]], m.div(m.mul(grad, w[corner]), count));
+              }
+            }
+          }
+    }
+    for (double& v : grad_input) v = round_to(dtype, v);
+    return std::vector<HostTensor>{tensor({map.batch, map.channels, map.height, map.width}, dtype, grad_input)};
   };
   return target;
 }

@@ -58,6 +58,19 @@ struct RoiAlignVariant {
 Target<RoiAlignProblem> emulated_roi_align(const std::string& name, RoiAlignVariant variant = {},
                                             std::string description = "RoIAlign forward in plain C++");
 
+struct RoiAlignBackwardVariant {
+  bool position_sensitive = false;     // PSRoIAlign's backward: bin b of channel c lands in c * bins + b
+  bool storage_arithmetic = false;     // every step and the accumulation in the storage dtype (torchvision's T)
+  bool ignores_spatial_scale = false;  // treats spatial_scale as 1.0
+  bool drops_last_corner = false;      // never adds the (y_high, x_high) corner's g4
+  bool channel_off_by_one = false;     // scatters into input channel c + 1 (mod C)
+};
+
+// torchvision's RoIAlign / PSRoIAlign backward in the kernel's order (RoI, channel, bin,
+// sample, corner), every step rounded to the accumulate type (or the storage dtype).
+Target<RoiAlignBackwardProblem> emulated_roi_align_backward(const std::string& name, RoiAlignBackwardVariant variant = {},
+                                                            std::string description = "RoIAlign backward in plain C++");
+
 struct PsRoiPoolVariant {
   bool ignores_spatial_scale = false;  // treats spatial_scale as 1.0
   bool channel_off_by_one = false;     // bin (ph, pw) reads input channel c_in + 1 (mod C)

@@ -22,6 +22,14 @@
 //                                        score-map layout misread)
 //   ps_roi_pool_clips_before_last_pixel  bin ends clipped to height - 1 and width - 1: what
 //                                        torchvision's own forward does
+//
+// The backward twins are plain-C++ ports of torchvision's backward kernels in the accumulate
+// type ("twin:roi_align_backward", "twin:ps_roi_align_backward"; torchvision adds into
+// grad_input in T, so it is a clean twin in fp32 and fp64 only):
+//   roi_align_backward_drops_corner              the (y_high, x_high) corner's g4 never added
+//   roi_align_backward_ignores_spatial_scale     as for the forward
+//   ps_roi_align_backward_channel_off_by_one     each bin's gradient lands in the next channel
+//   ps_roi_align_backward_drops_corner           as for RoIAlign's
 #include "kernels/factories.h"
 #include "kernels/mutants/emulated_targets.h"
 
@@ -74,6 +82,30 @@ std::vector<Target<RoiPoolProblem>> ps_roi_pool_mutants() {
       mutant("ps_roi_pool_clips_before_last_pixel", clipped,
              "PSRoIPool clipping bin ends to height - 1 and width - 1 (torchvision's forward)"),
   };
+}
+
+std::vector<Target<RoiAlignBackwardProblem>> roi_align_backward_family_mutants(bool position_sensitive) {
+  const std::string op = position_sensitive ? "ps_roi_align_backward" : "roi_align_backward";
+  const std::string kernel = position_sensitive ? "PSRoIAlign backward" : "RoIAlign backward";
+  auto variant = [position_sensitive](auto change) {
+    RoiAlignBackwardVariant v;
+    v.position_sensitive = position_sensitive;
+    change(v);
+    return v;
+  };
+  std::vector<Target<RoiAlignBackwardProblem>> targets{
+      emulated_roi_align_backward("twin:" + op, variant([](auto&) {}), kernel + " in plain C++ (accumulate type)"),
+      emulated_roi_align_backward("mutant:" + op + "_drops_corner", variant([](auto& v) { v.drops_last_corner = true; }),
+                                  kernel + " never adding the (y_high, x_high) corner's share")};
+  if (position_sensitive)
+    targets.push_back(emulated_roi_align_backward("mutant:" + op + "_channel_off_by_one",
+                                                  variant([](auto& v) { v.channel_off_by_one = true; }),
+                                                  kernel + " scattering into input channel c_in + 1"));
+  else
+    targets.push_back(emulated_roi_align_backward("mutant:" + op + "_ignores_spatial_scale",
+                                                  variant([](auto& v) { v.ignores_spatial_scale = true; }),
+                                                  kernel + " with spatial_scale treated as 1.0"));
+  return targets;
 }
 
 }  // namespace detfuzz::kernels

@@ -6,6 +6,13 @@
 //   int pooled_width, int sampling_ratio) -> (Tensor, Tensor)
 // torchvision::ps_roi_pool(Tensor input, Tensor rois, float spatial_scale, int pooled_height,
 //   int pooled_width) -> (Tensor, Tensor)
+// torchvision::_roi_align_backward(Tensor grad, Tensor rois, float spatial_scale,
+//   int pooled_height, int pooled_width, int batch_size, int channels, int height, int width,
+//   int sampling_ratio, bool aligned) -> Tensor
+// torchvision::_ps_roi_align_backward(Tensor grad, Tensor rois, Tensor channel_mapping,
+//   float spatial_scale, int pooled_height, int pooled_width, int sampling_ratio, int batch_size,
+//   int channels, int height, int width) -> Tensor   (sampling_ratio before the sizes, unlike
+//   _roi_align_backward's; SymInt for int in 0.26)
 // all called boxed through the dispatcher.
 #include "dispatch.h"
 #include "kernels/tensor_convert.h"
@@ -92,6 +99,59 @@ Target<RoiPoolProblem> torchvision_ps_roi_pool_target(const KernelConfig& config
   // torchvision 0.14.1 csrc/ops/cpu/ps_roi_pool_kernel.cpp (Half dispatched on the CPU too)
   // and cuda/ps_roi_pool_kernel.cu declare `T out_sum = 0` and sum the bin in T.
   target.arithmetic = {{"*"}, "torchvision 0.14.1 csrc/ops/cpu/ps_roi_pool_kernel.cpp: T out_sum accumulates in T"};
+  return target;
+}
+
+namespace {
+
+// The forward output's gradient as the backward takes it: [K, C_out, PH, PW].
+at::Tensor grad_tensor(const RoiAlignBackwardProblem& p, std::int64_t channels_out, DType dtype, Device device) {
+  const RoiAlignProblem& f = p.forward;
+  return feature_tensor({static_cast<std::int64_t>(f.rois.size()), channels_out, f.pooled_height, f.pooled_width, p.grad},
+                        dtype, device);
+}
+
+// torchvision 0.14.1 to 0.26.0 csrc/ops/cpu/roi_align_kernel.cpp roi_align_backward_kernel_impl
+// (and ps_roi_align_kernel.cpp's) compute `T g1 = grad_output_this_bin * w1 / count` and
+// `add(offset_grad_input + ..., g1)` into grad_input of type T: for Half every term and every
+// partial sum is fp16 (cuda/: atomicAdd on T).
+const Arithmetic kBackwardInT{{"*"}, "torchvision 0.26.0 csrc/ops/cpu/roi_align_kernel.cpp: T g1 = grad * w1 / count, added into T grad_input"};
+
+}  // namespace
+
+Target<RoiAlignBackwardProblem> torchvision_roi_align_backward_target(const KernelConfig& config) {
+  Target<RoiAlignBackwardProblem> target = torchvision_target<RoiAlignBackwardProblem>(
+      config, "torchvision::_roi_align_backward",
+      "torchvision::_roi_align_backward from the loaded torchvision op library (boxed)",
+      [](const RoiAlignBackwardProblem& p, DType dtype, Device device) {
+        const RoiAlignProblem& f = p.forward;
+        return std::vector<c10::IValue>{grad_tensor(p, f.input.channels, dtype, device), rois_tensor(f.rois, dtype, device),
+                                        f.spatial_scale, f.pooled_height, f.pooled_width, f.input.batch,
+                                        f.input.channels, f.input.height, f.input.width, f.sampling_ratio, f.aligned};
+      });
+  target.arithmetic = kBackwardInT;
+  return target;
+}
+
+Target<RoiAlignBackwardProblem> torchvision_ps_roi_align_backward_target(const KernelConfig& config) {
+  Target<RoiAlignBackwardProblem> target = torchvision_target<RoiAlignBackwardProblem>(
+      config, "torchvision::_ps_roi_align_backward",
+      "torchvision::_ps_roi_align_backward from the loaded torchvision op library (boxed)",
+      [](const RoiAlignBackwardProblem& p, DType dtype, Device device) {
+        const RoiAlignProblem& f = p.forward;
+        const std::int64_t bins = f.pooled_height * f.pooled_width, channels_out = f.input.channels / bins;
+        // What the forward returns beside its output: element (k, c, ph, pw) read input channel
+        // c * bins + ph * PW + pw.
+        const at::Tensor mapping = at::arange(channels_out * bins, at::TensorOptions().dtype(at::kInt).device(
+                                                                       device == Device::cuda ? at::kCUDA : at::kCPU))
+                                       .reshape({1, channels_out, f.pooled_height, f.pooled_width})
+                                       .repeat({static_cast<std::int64_t>(f.rois.size()), 1, 1, 1});
+        return std::vector<c10::IValue>{grad_tensor(p, channels_out, dtype, device), rois_tensor(f.rois, dtype, device),
+                                        mapping, f.spatial_scale, f.pooled_height, f.pooled_width, f.sampling_ratio,
+                                        f.input.batch, f.input.channels, f.input.height, f.input.width};
+      });
+  target.arithmetic = kBackwardInT;
+  target.arithmetic.source = "torchvision 0.26.0 csrc/ops/cpu/ps_roi_align_kernel.cpp: T g1 = grad * w1 / count, added into T grad_input";
   return target;
 }
 

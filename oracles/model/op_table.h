@@ -47,7 +47,9 @@
   DETFUZZ_OP(ps_roi_align, RoiAlignProblem, nullptr)                                                             \
   DETFUZZ_OP(ps_roi_pool, RoiPoolProblem,                                                                         \
              "ps_roi_pool(Tensor input, Tensor rois, float spatial_scale, int pooled_height, int pooled_width) "  \
-             "-> (Tensor, Tensor)")
+             "-> (Tensor, Tensor)")                                                                             \
+  DETFUZZ_OP(roi_align_backward, RoiAlignBackwardProblem, nullptr)                                                 \
+  DETFUZZ_OP(ps_roi_align_backward, RoiAlignBackwardProblem, nullptr)
 
 namespace detfuzz {
 
