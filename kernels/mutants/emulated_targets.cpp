@@ -166,6 +166,9 @@ bool emulated_corners(double y, double x, std::int64_t height, std::int64_t widt
   std::int64_t y_high = y_low + 1, x_high = x_low + 1;
   if (y_low >= height - 1) y = static_cast<double>(y_high = y_low = height - 1);
   if (x_low >= width - 1) x = static_cast<double>(x_high = x_low = width - 1);
+  // A NaN position casts to a negative index: torchvision's backward checks for it (`if
+  // (x_low >= 0 && ...)`); the forward reads there, which a port must not.
+  if (y_low < 0 || x_low < 0) return false;
   const double ly = m.sub(y, static_cast<double>(y_low)), lx = m.sub(x, static_cast<double>(x_low));
   const double hy = m.sub(1.0, ly), hx = m.sub(1.0, lx);
   const double weights[4] = {m.mul(hy, hx), m.mul(hy, lx), m.mul(ly, hx), m.mul(ly, lx)};
