@@ -25,6 +25,7 @@
 #include "oracles/nms.h"
 #include "oracles/ps_roi_pool.h"
 #include "oracles/roi_align.h"
+#include "oracles/roi_align_backward.h"
 
 namespace detfuzz {
 namespace {
@@ -323,6 +324,65 @@ void BM_BoxRowsRapidCheck(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(generator(rc::Random(++seed), 100).value());
 }
 
+// The backward of the RoIAlign benchmark's problem (and of PSRoIAlign's): the map's shape,
+// a gradient of fp32 values in [-4, 4) over the forward output.
+RoiAlignBackwardProblem backward_problem(RoiAlignProblem forward, bool position_sensitive) {
+  const std::int64_t bins = forward.pooled_height * forward.pooled_width;
+  const std::int64_t channels_out = position_sensitive ? forward.input.channels / bins : forward.input.channels;
+  forward.input.values = {};
+  RoiAlignBackwardProblem p{std::move(forward), {}};
+  std::mt19937_64 rng(6);
+  std::uniform_real_distribution<double> value(-4, 4);
+  p.grad.resize(p.forward.rois.size() * static_cast<std::size_t>(channels_out * bins));
+  for (double& v : p.grad) v = static_cast<double>(static_cast<float>(value(rng)));
+  return p;
+}
+
+void BM_RoiAlignBackwardOracle(benchmark::State& state, bool position_sensitive) {
+  const auto rois = static_cast<std::size_t>(state.range(0));
+  const RoiAlignBackwardProblem p =
+      backward_problem(position_sensitive ? ps_roi_align_problem(rois) : roi_align_problem(rois), position_sensitive);
+  auto oracle = [&] {
+    return position_sensitive ? oracles::ps_roi_align_backward(p, DType::fp32) : oracles::roi_align_backward(p, DType::fp32);
+  };
+  benchmark::DoNotOptimize(oracle());
+  for (auto _ : state) benchmark::DoNotOptimize(oracle());
+}
+
+// torchvision's backward kernel alone, fp32, tensors built once.
+void BM_TorchvisionRoiAlignBackwardKernel(benchmark::State& state, bool position_sensitive) {
+  const kernels::LibraryStatus& library = kernels::load_torchvision(kConfig);
+  if (!library.loaded) {
+    state.SkipWithError(library.error.c_str());
+    return;
+  }
+  const auto rois_count = static_cast<std::size_t>(state.range(0));
+  const RoiAlignBackwardProblem p = backward_problem(
+      position_sensitive ? ps_roi_align_problem(rois_count) : roi_align_problem(rois_count), position_sensitive);
+  const RoiAlignProblem& f = p.forward;
+  const std::int64_t bins = f.pooled_height * f.pooled_width;
+  const std::int64_t channels_out = position_sensitive ? f.input.channels / bins : f.input.channels;
+  std::vector<double> flat;
+  for (const Roi& r : f.rois) flat.insert(flat.end(), {r.batch_index, r.x1, r.y1, r.x2, r.y2});
+  const auto k = static_cast<std::int64_t>(f.rois.size());
+  const at::Tensor grad = kernels::values_tensor(p.grad, DType::fp32, Device::cpu)
+                              .reshape({k, channels_out, f.pooled_height, f.pooled_width});
+  const at::Tensor rois = kernels::values_tensor(flat, DType::fp32, Device::cpu).reshape({k, 5});
+  const at::Tensor mapping = at::arange(channels_out * bins, at::kInt)
+                                 .reshape({1, channels_out, f.pooled_height, f.pooled_width})
+                                 .repeat({k, 1, 1, 1});
+  const auto op = kernels::find_op(position_sensitive ? "torchvision::_ps_roi_align_backward" : "torchvision::_roi_align_backward");
+  auto call = [&] {
+    if (position_sensitive)
+      return kernels::call_boxed(*op, {grad, rois, mapping, f.spatial_scale, f.pooled_height, f.pooled_width,
+                                       f.sampling_ratio, f.input.batch, f.input.channels, f.input.height, f.input.width});
+    return kernels::call_boxed(*op, {grad, rois, f.spatial_scale, f.pooled_height, f.pooled_width, f.input.batch,
+                                     f.input.channels, f.input.height, f.input.width, f.sampling_ratio, f.aligned});
+  };
+  benchmark::DoNotOptimize(call());
+  for (auto _ : state) benchmark::DoNotOptimize(call());
+}
+
 #define DETFUZZ_BOX_SIZES ->Arg(10)->Arg(1000)->Arg(10000)->Arg(30000)->Unit(benchmark::kMillisecond)
 BENCHMARK(BM_NmsOracle) DETFUZZ_BOX_SIZES;
 BENCHMARK(BM_NmsOracleQuadratic)->Arg(10)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
@@ -349,6 +409,10 @@ BENCHMARK(BM_PsRoiAlignOracle) DETFUZZ_ROI_COUNTS;
 BENCHMARK_CAPTURE(BM_TorchvisionPsKernel, ps_roi_align, "torchvision::ps_roi_align") DETFUZZ_ROI_COUNTS;
 BENCHMARK(BM_PsRoiPoolOracle) DETFUZZ_ROI_COUNTS;
 BENCHMARK_CAPTURE(BM_TorchvisionPsKernel, ps_roi_pool, "torchvision::ps_roi_pool") DETFUZZ_ROI_COUNTS;
+BENCHMARK_CAPTURE(BM_RoiAlignBackwardOracle, roi_align, false) DETFUZZ_ROI_COUNTS;
+BENCHMARK_CAPTURE(BM_TorchvisionRoiAlignBackwardKernel, roi_align, false) DETFUZZ_ROI_COUNTS;
+BENCHMARK_CAPTURE(BM_RoiAlignBackwardOracle, ps_roi_align, true) DETFUZZ_ROI_COUNTS;
+BENCHMARK_CAPTURE(BM_TorchvisionRoiAlignBackwardKernel, ps_roi_align, true) DETFUZZ_ROI_COUNTS;
 BENCHMARK_CAPTURE(BM_GenerateCase, nms, &gen::nms_problem)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_GenerateCase, batched_nms, &gen::batched_nms_problem)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_GenerateCase, regression_loss, &gen::regression_loss_problem)->Unit(benchmark::kMicrosecond);

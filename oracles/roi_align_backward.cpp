@@ -14,12 +14,26 @@ using namespace roi_align_internal;
 
 // What reaches one input element, over every term a kernel adds into it. Trivial, so that a
 // vector of them starts zeroed.
+// 40 bytes: the channel loop writes one per pixel a bin touches, over an answer-sized array,
+// so its size is the oracle's memory traffic.
 struct GradientSum {
-  double value;                                // the terms of the samples fp64 counts
-  double magnitude;                            // sum of |term| over every sample that may count
-  double terms;                                // additions into the element
-  double flip_low[kTiers], flip_high[kTiers];  // what ambiguous samples may remove (<= 0) or add
-  double error[kTiers];                        // weight rounding and position errors, first order
+  double value;          // the terms of the samples fp64 counts
+  double magnitude;      // sum of |term| over every sample that may count
+  double terms;          // additions into the element
+  double error[kTiers];  // weight rounding and position errors, first order
+};
+
+// What ambiguous samples may remove (<= 0) or add, per tier: kept apart and only where some
+// sample is ambiguous (a few cases in a hundred), as the rest of a case has none.
+struct GradientFlips {
+  double low[kTiers], high[kTiers];
+};
+
+// An image's sums and, once some sample needs them, its flips.
+struct ImageSums {
+  GradientSum* sums;
+  std::vector<GradientFlips>* flips;  // empty until needed, then one per element of the image
+  std::size_t size;
 };
 
 // What one bin's samples put on one pixel of a plane, per unit of grad / count (the same for
@@ -32,6 +46,7 @@ struct PixelWeight {
   double rise[kTiers];         // ambiguous samples fp64 leaves out: what a kernel may add
   double fall[kTiers];         // ambiguous samples fp64 counts: what a kernel may drop (<= 0)
   double error[kTiers];
+  bool flips;                  // some rise or fall is nonzero
 };
 
 // A bin's pixel weights, gathered through a plane-sized index (kept per thread, reset by the
@@ -47,7 +62,7 @@ class BinWeights {
     std::int64_t& slot = slot_[static_cast<std::size_t>(pixel)];
     if (slot < 0) {
       slot = static_cast<std::int64_t>(pixels_.size());
-      pixels_.push_back(PixelWeight{pixel, 0, 0, 0, {}, {}, {}});
+      pixels_.push_back(PixelWeight{pixel, 0, 0, 0, {}, {}, {}, false});
     }
     return pixels_[static_cast<std::size_t>(slot)];
   }
@@ -70,7 +85,10 @@ void add_sample(const Sample& s, const Tiers& tiers, const double (&count_error)
     w.terms += 1;
     for (int tier = 0; tier < kTiers; ++tier) {
       w.error[tier] += widened(s.weight[corner], tiers, tier) + weight * count_error[tier];
-      if (s.ambiguous[tier]) (s.inside ? w.fall[tier] : w.rise[tier]) += s.inside ? -weight : weight;
+      if (s.ambiguous[tier]) {
+        (s.inside ? w.fall[tier] : w.rise[tier]) += s.inside ? -weight : weight;
+        w.flips = true;
+      }
     }
   }
   for (int tier = 0; tier < kTiers; ++tier) {
@@ -94,7 +112,7 @@ void add_sample(const Sample& s, const Tiers& tiers, const double (&count_error)
 
 // RoI k's terms for one grid count, added into `image` (its image's [C][H * W] sums).
 void scatter_roi(const RoiAlignBackwardProblem& problem, std::size_t k, RoiGeometry& g, int grid_h, int grid_w,
-                 const Tiers& tiers, bool position_sensitive, GradientSum* image) {
+                 const Tiers& tiers, bool position_sensitive, const ImageSums& image) {
   if (grid_h <= 0 || grid_w <= 0) return;  // an aligned RoI with x2 < x1: no samples, as the kernel's loops
   const RoiAlignProblem& p = problem.forward;
   const FeatureMap& map = p.input;
@@ -129,21 +147,31 @@ void scatter_roi(const RoiAlignBackwardProblem& problem, std::size_t k, RoiGeome
           add_sample(sample, tiers, count_error, map.height, map.width, weights);
         }
       const std::int64_t bin = ph * p.pooled_width + pw;
+      const bool flips = std::any_of(weights.pixels().begin(), weights.pixels().end(),
+                                     [](const PixelWeight& w) { return w.flips; });
+      if (flips && image.flips->empty()) image.flips->assign(image.size, GradientFlips{});
       for (std::int64_t c = 0; c < channels_out; ++c) {
         const double grad = problem.grad[static_cast<std::size_t>((static_cast<std::int64_t>(k) * channels_out + c) * bins + bin)];
         if (grad == 0) continue;  // its terms are zeros: exact, whatever the order
         const std::int64_t channel = position_sensitive ? c * bins + bin : c;
-        GradientSum* sums = image + static_cast<std::size_t>(channel) * plane;
+        const std::size_t offset = static_cast<std::size_t>(channel) * plane;
+        GradientSum* sums = image.sums + offset;
         const double scale = grad / count, size = std::fabs(scale);
         for (const PixelWeight& w : weights.pixels()) {
           GradientSum& s = sums[w.pixel];
           s.value += scale * w.weight;
           s.magnitude += size * w.magnitude;
           s.terms += w.terms;
+          for (int tier = 0; tier < kTiers; ++tier) s.error[tier] += size * w.error[tier];
+        }
+        if (!flips) continue;
+        GradientFlips* flip_sums = image.flips->data() + offset;
+        for (const PixelWeight& w : weights.pixels()) {
+          if (!w.flips) continue;
+          GradientFlips& f = flip_sums[w.pixel];
           for (int tier = 0; tier < kTiers; ++tier) {
-            s.error[tier] += size * w.error[tier];
-            s.flip_low[tier] += scale * (scale >= 0 ? w.fall[tier] : w.rise[tier]);
-            s.flip_high[tier] += scale * (scale >= 0 ? w.rise[tier] : w.fall[tier]);
+            f.low[tier] += scale * (scale >= 0 ? w.fall[tier] : w.rise[tier]);
+            f.high[tier] += scale * (scale >= 0 ? w.rise[tier] : w.fall[tier]);
           }
         }
       }
@@ -153,13 +181,14 @@ void scatter_roi(const RoiAlignBackwardProblem& problem, std::size_t k, RoiGeome
 
 // The sums of an image under every grid count the tiers leave open: per tier the interval
 // spanning all of them, the largest error, magnitude and length.
-void merge_alternative(const GradientSum& alternative, const bool (&in_tier)[kTiers], GradientSum& merged) {
+void merge_alternative(const GradientSum& alternative, const GradientFlips& alternative_flips,
+                       const bool (&in_tier)[kTiers], GradientSum& merged, GradientFlips& merged_flips) {
   for (int tier = 0; tier < kTiers; ++tier) {
     if (!in_tier[tier]) continue;
-    const double low = std::min(merged.value + merged.flip_low[tier], alternative.value + alternative.flip_low[tier]);
-    const double high = std::max(merged.value + merged.flip_high[tier], alternative.value + alternative.flip_high[tier]);
-    merged.flip_low[tier] = low - merged.value;
-    merged.flip_high[tier] = high - merged.value;
+    const double low = std::min(merged.value + merged_flips.low[tier], alternative.value + alternative_flips.low[tier]);
+    const double high = std::max(merged.value + merged_flips.high[tier], alternative.value + alternative_flips.high[tier]);
+    merged_flips.low[tier] = low - merged.value;
+    merged_flips.high[tier] = high - merged.value;
     merged.error[tier] = std::max(merged.error[tier], alternative.error[tier]);
   }
   merged.magnitude = std::max(merged.magnitude, alternative.magnitude);
@@ -170,12 +199,19 @@ void add_into(const GradientSum& from, GradientSum& into) {
   into.value += from.value;
   into.magnitude += from.magnitude;
   into.terms += from.terms;
-  for (int tier = 0; tier < kTiers; ++tier) {
-    into.flip_low[tier] += from.flip_low[tier];
-    into.flip_high[tier] += from.flip_high[tier];
-    into.error[tier] += from.error[tier];
-  }
+  for (int tier = 0; tier < kTiers; ++tier) into.error[tier] += from.error[tier];
 }
+
+// A scratch image (sums and flips, both zeroed) for one grid count's scatter.
+struct ScratchImage {
+  std::vector<GradientSum> sums;
+  std::vector<GradientFlips> flips;
+  ImageSums view(std::size_t size) {
+    sums.assign(size, GradientSum{});
+    flips.assign(size, GradientFlips{});
+    return {sums.data(), &flips, size};
+  }
+};
 
 RoiAlignAnswer evaluate(const RoiAlignBackwardProblem& problem, DType storage, bool position_sensitive) {
   const RoiAlignProblem& p = problem.forward;
@@ -193,9 +229,10 @@ RoiAlignAnswer evaluate(const RoiAlignBackwardProblem& problem, DType storage, b
   const auto image_size = static_cast<std::size_t>(map.channels * map.height * map.width);
   const auto batch = static_cast<std::size_t>(std::max<std::int64_t>(map.batch, 0));
   std::vector<GradientSum> sums(batch * image_size);
+  std::vector<std::vector<GradientFlips>> flips(batch);  // per image, empty until needed
   std::vector<char> image_unconstrained(batch, 0), image_out_of_range(batch, 0);
   bool all_unconstrained = false;
-  thread_local std::vector<GradientSum> merged, alternative;
+  thread_local ScratchImage merged, alternative;
   for (std::size_t k = 0; k < p.rois.size(); ++k) {
     const Roi& roi = p.rois[k];
     if (!(roi.batch_index >= 0 && roi.batch_index < static_cast<double>(map.batch) &&
@@ -226,22 +263,28 @@ RoiAlignAnswer evaluate(const RoiAlignBackwardProblem& problem, DType storage, b
     std::set<int> all_heights = heights[0], all_widths = widths[0];
     all_heights.insert(heights[1].begin(), heights[1].end());
     all_widths.insert(widths[1].begin(), widths[1].end());
-    GradientSum* image = sums.data() + n * image_size;
+    const ImageSums image{sums.data() + n * image_size, &flips[n], image_size};
     if (all_heights.size() == 1 && all_widths.size() == 1) {
       scatter_roi(problem, k, g, nominal_h, nominal_w, tiers, position_sensitive, image);
     } else {
-      merged.assign(image_size, GradientSum{});
-      scatter_roi(problem, k, g, nominal_h, nominal_w, tiers, position_sensitive, merged.data());
+      scatter_roi(problem, k, g, nominal_h, nominal_w, tiers, position_sensitive, merged.view(image_size));
       for (int gh : all_heights)
         for (int gw : all_widths) {
           if (gh == nominal_h && gw == nominal_w) continue;
-          alternative.assign(image_size, GradientSum{});
-          scatter_roi(problem, k, g, gh, gw, tiers, position_sensitive, alternative.data());
+          scatter_roi(problem, k, g, gh, gw, tiers, position_sensitive, alternative.view(image_size));
           const bool in_tier[kTiers] = {heights[0].count(gh) && widths[0].count(gw) > 0,
                                         heights[1].count(gh) && widths[1].count(gw) > 0};
-          for (std::size_t i = 0; i < image_size; ++i) merge_alternative(alternative[i], in_tier, merged[i]);
+          for (std::size_t i = 0; i < image_size; ++i)
+            merge_alternative(alternative.sums[i], alternative.flips[i], in_tier, merged.sums[i], merged.flips[i]);
         }
-      for (std::size_t i = 0; i < image_size; ++i) add_into(merged[i], image[i]);
+      if (image.flips->empty()) image.flips->assign(image_size, GradientFlips{});
+      for (std::size_t i = 0; i < image_size; ++i) {
+        add_into(merged.sums[i], image.sums[i]);
+        for (int tier = 0; tier < kTiers; ++tier) {
+          (*image.flips)[i].low[tier] += merged.flips[i].low[tier];
+          (*image.flips)[i].high[tier] += merged.flips[i].high[tier];
+        }
+      }
     }
     if (!g.tracker.in_range()[tiers.format[0]]) image_out_of_range[n] = 1;
   }
@@ -252,13 +295,14 @@ RoiAlignAnswer evaluate(const RoiAlignBackwardProblem& problem, DType storage, b
   for (std::size_t i = 0; i < sums.size(); ++i) {
     const GradientSum& s = sums[i];
     const std::size_t n = i / std::max<std::size_t>(image_size, 1);
+    const GradientFlips flip = flips[n].empty() ? GradientFlips{} : flips[n][i - n * image_size];
     RoiAlignElement& r = out[i];
     r.value = s.value;
     for (int tier = 0; tier < kTiers; ++tier) {
       const FloatFormat& f = kFloatFormats[tiers.format[tier]];
       RoiAlignTier& into = tier == 0 ? r.strict : r.storage;
-      into.low = s.value + s.flip_low[tier];
-      into.high = s.value + s.flip_high[tier];
+      into.low = s.value + flip.low[tier];
+      into.high = s.value + flip.high[tier];
       // Two roundings per term (grad * w, / count) and one per addition, in any order; an
       // underflowing operation errs by at most half the smallest subnormal.
       into.bound = kSafety * (s.error[tier] + (s.terms + 1) * (f.unit_roundoff + fp64_roundoff) * s.magnitude +
