@@ -368,9 +368,18 @@ void BM_TorchvisionRoiAlignBackwardKernel(benchmark::State& state, bool position
   const at::Tensor grad = kernels::values_tensor(p.grad, DType::fp32, Device::cpu)
                               .reshape({k, channels_out, f.pooled_height, f.pooled_width});
   const at::Tensor rois = kernels::values_tensor(flat, DType::fp32, Device::cpu).reshape({k, 5});
-  const at::Tensor mapping = at::arange(channels_out * bins, at::kInt)
-                                 .reshape({1, channels_out, f.pooled_height, f.pooled_width})
-                                 .repeat({k, 1, 1, 1});
+  // The channel_mapping the forward returns beside its output (built by the library: this
+  // file's ATen headers need not be the linked LibTorch's).
+  at::Tensor mapping;
+  if (position_sensitive) {
+    const RoiAlignProblem forward = ps_roi_align_problem(rois_count);
+    const at::Tensor input = kernels::values_tensor(forward.input.values, DType::fp32, Device::cpu)
+                                 .reshape({forward.input.batch, forward.input.channels, forward.input.height,
+                                           forward.input.width});
+    mapping = kernels::call_boxed(*kernels::find_op("torchvision::ps_roi_align"),
+                                  {input, rois, f.spatial_scale, f.pooled_height, f.pooled_width, f.sampling_ratio})[1]
+                  .toTensor();
+  }
   const auto op = kernels::find_op(position_sensitive ? "torchvision::_ps_roi_align_backward" : "torchvision::_roi_align_backward");
   auto call = [&] {
     if (position_sensitive)
