@@ -471,15 +471,39 @@ RoiAlignProblem roi_align_problem_from_json(const nlohmann::json& json) {
   return roi_align_fields_from_json(json, "roi_align input", MapField::input);
 }
 
-nlohmann::json to_json(const RoiAlignBackwardProblem& p) {
-  nlohmann::json json = to_json(p.forward);
-  const FeatureMap& map = p.forward.input;
-  json.erase("input");
-  json["input_shape"] = {map.batch, map.channels, map.height, map.width};
+namespace {
+
+// A backward's "grad": `expected` numbers ([K, C_out, PH, PW], `shape` says which).
+std::vector<double> gradient_from_json(const nlohmann::json& json, const std::string& what, std::size_t expected,
+                                       const std::string& shape) {
+  if (static_cast<double>(expected) > static_cast<double>(kMaxFeatureValues))
+    throw Error(ErrorKind::input, what + ": the gradient " + shape + " holds " + std::to_string(expected) +
+                                      " values, more than " + std::to_string(kMaxFeatureValues) +
+                                      "; use fewer RoIs or channels");
+  const auto& grad = field(json, "grad", what);
+  if (!grad.is_array() || grad.size() != expected)
+    malformed(what + ".grad", "an array of " + std::to_string(expected) + " numbers (" + shape + ")", grad);
+  std::vector<double> values;
+  values.reserve(expected);
+  for (std::size_t i = 0; i < grad.size(); ++i)
+    values.push_back(double_from_json(grad[i], what + ".grad[" + std::to_string(i) + "]"));
+  return values;
+}
+
+// A backward's case: its forward's fields with the map's shape for the map, and the gradient.
+nlohmann::json backward_json(nlohmann::json forward, const FeatureMap& map, const std::vector<double>& gradient) {
+  forward.erase("input");
+  forward["input_shape"] = {map.batch, map.channels, map.height, map.width};
   nlohmann::json grad = nlohmann::json::array();
-  for (double v : p.grad) grad.push_back(json_double(v));
-  json["grad"] = std::move(grad);
-  return json;
+  for (double v : gradient) grad.push_back(json_double(v));
+  forward["grad"] = std::move(grad);
+  return forward;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const RoiAlignBackwardProblem& p) {
+  return backward_json(to_json(p.forward), p.forward.input, p.grad);
 }
 
 RoiAlignBackwardProblem roi_align_backward_problem_from_json(const nlohmann::json& json, bool position_sensitive) {
@@ -493,23 +517,40 @@ RoiAlignBackwardProblem roi_align_backward_problem_from_json(const nlohmann::jso
                                       std::to_string(bins) + "; a position-sensitive gradient has C / (PH * PW) channels");
   const std::int64_t channels_out = position_sensitive ? f.input.channels / bins : f.input.channels;
   const auto expected = f.rois.size() * static_cast<std::size_t>(channels_out * bins);
-  if (static_cast<double>(expected) > static_cast<double>(kMaxFeatureValues))
-    throw Error(ErrorKind::input, what + ": the gradient of " + std::to_string(f.rois.size()) + " RoIs x " +
-                                      std::to_string(channels_out * bins) + " holds more than " +
-                                      std::to_string(kMaxFeatureValues) + " values; use fewer RoIs or channels");
-  const auto& grad = field(json, "grad", what);
-  if (!grad.is_array() || grad.size() != expected)
-    malformed(what + ".grad", "an array of " + std::to_string(expected) + " numbers ([K, " +
-                                  std::to_string(channels_out) + ", pooled_height, pooled_width])", grad);
-  p.grad.reserve(expected);
-  for (std::size_t i = 0; i < grad.size(); ++i)
-    p.grad.push_back(double_from_json(grad[i], what + ".grad[" + std::to_string(i) + "]"));
+  p.grad = gradient_from_json(json, what, expected, "[K, " + std::to_string(channels_out) + ", pooled_height, pooled_width]");
   return p;
 }
 
 RoiPoolProblem roi_pool_problem_from_json(const nlohmann::json& json) {
   RoiFields f = roi_fields_from_json(json, "roi_pool input");
   return {std::move(f.input), std::move(f.rois), f.spatial_scale, f.pooled_height, f.pooled_width};
+}
+
+nlohmann::json to_json(const RoiPoolBackwardProblem& p) {
+  nlohmann::json json = backward_json(to_json(p.forward), p.forward.input, p.grad);
+  json["argmax"] = p.argmax;
+  return json;
+}
+
+RoiPoolBackwardProblem roi_pool_backward_problem_from_json(const nlohmann::json& json) {
+  const std::string what = "roi_pool_backward input";
+  RoiFields f = roi_fields_from_json(json, what, MapField::input_shape);
+  RoiPoolBackwardProblem p{{std::move(f.input), std::move(f.rois), f.spatial_scale, f.pooled_height, f.pooled_width}, {}, {}};
+  const FeatureMap& map = p.forward.input;
+  const auto expected = p.forward.rois.size() * static_cast<std::size_t>(map.channels * f.pooled_height * f.pooled_width);
+  p.grad = gradient_from_json(json, what, expected, "[K, C, pooled_height, pooled_width]");
+  const auto& argmax = field(json, "argmax", what);
+  if (!argmax.is_array() || argmax.size() != expected)
+    malformed(what + ".argmax", "an array of " + std::to_string(expected) + " integers (one per gradient value)", argmax);
+  for (std::size_t i = 0; i < argmax.size(); ++i) {
+    const std::string where = what + ".argmax[" + std::to_string(i) + "]";
+    const auto& a = argmax[i];
+    if (!a.is_number_integer() || a.get<std::int64_t>() < -1 || a.get<std::int64_t>() >= map.height * map.width)
+      malformed(where, "-1 or an index into the " + std::to_string(map.height) + " x " + std::to_string(map.width) +
+                           " plane", a);
+    p.argmax.push_back(a.get<std::int64_t>());
+  }
+  return p;
 }
 
 BoxIouProblem box_iou_problem_from_json(const nlohmann::json& json) {

@@ -29,6 +29,7 @@ nlohmann::json to_json(const GiouLossProblem& problem);
 nlohmann::json to_json(const RoiAlignProblem& problem);
 nlohmann::json to_json(const RoiPoolProblem& problem);
 nlohmann::json to_json(const RoiAlignBackwardProblem& problem);
+nlohmann::json to_json(const RoiPoolBackwardProblem& problem);
 
 // Per-case resource caps: a case file (or a generator) asking for more is refused with the
 // numbers and the fix, so that no case can exhaust memory.
@@ -53,5 +54,8 @@ RoiPoolProblem roi_pool_problem_from_json(const nlohmann::json& json);
 // output's gradient: [K, C, PH, PW] values, or [K, C / (PH * PW), PH, PW] when
 // position_sensitive (whose C the grid must divide).
 RoiAlignBackwardProblem roi_align_backward_problem_from_json(const nlohmann::json& json, bool position_sensitive);
+// "input_shape", "grad" ([K, C, PH, PW] values) and "argmax" (as many integers, each -1 or a
+// row-major index into the H x W plane).
+RoiPoolBackwardProblem roi_pool_backward_problem_from_json(const nlohmann::json& json);
 
 }  // namespace detfuzz::corpus

@@ -87,6 +87,10 @@ std::vector<Target<RoiAlignBackwardProblem>> ps_roi_align_backward_targets(const
   return appended({torchvision_ps_roi_align_backward_target(config)}, roi_align_backward_family_mutants(true));
 }
 
+std::vector<Target<RoiPoolBackwardProblem>> roi_pool_backward_targets(const KernelConfig& config) {
+  return appended({torchvision_roi_pool_backward_target(config)}, roi_pool_backward_mutants());
+}
+
 std::vector<Target<RoiPoolProblem>> ps_roi_pool_targets(const KernelConfig& config) {
   return with_bound(config, OpId::ps_roi_pool, appended({torchvision_ps_roi_pool_target(config)}, ps_roi_pool_mutants()));
 }

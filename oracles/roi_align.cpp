@@ -443,6 +443,45 @@ RoiAlignAnswer ps_roi_align_reference(const RoiAlignProblem& problem, DType stor
   return evaluate_ps(problem, storage, Arithmetic::tracker);
 }
 
+PlainGeometry roi_align_internal::plain_geometry(const RoiAlignProblem& p, const Roi& roi, bool aligned) {
+  const double offset = aligned ? 0.5 : 0.0;
+  PlainGeometry g{};
+  g.start_w = roi.x1 * p.spatial_scale - offset;
+  g.start_h = roi.y1 * p.spatial_scale - offset;
+  double size_w = roi.x2 * p.spatial_scale - offset - g.start_w, size_h = roi.y2 * p.spatial_scale - offset - g.start_h;
+  if (!aligned) {
+    size_w = std::max(size_w, 1.0);
+    size_h = std::max(size_h, 1.0);
+  }
+  g.bin_w = size_w / static_cast<double>(p.pooled_width);
+  g.bin_h = size_h / static_cast<double>(p.pooled_height);
+  g.grid_w = p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::ceil(g.bin_w);
+  g.grid_h = p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::ceil(g.bin_h);
+  return g;
+}
+
+bool roi_align_internal::plain_corners(double y, double x, std::int64_t height, std::int64_t width,
+                                       PlainCorners& corners) {
+  if (y < -1.0 || y > static_cast<double>(height) || x < -1.0 || x > static_cast<double>(width)) return false;
+  y = std::max(y, 0.0);
+  x = std::max(x, 0.0);
+  auto cell = [](double& position, std::int64_t size, std::int64_t& low, std::int64_t& high) {
+    low = static_cast<std::int64_t>(position);
+    if (low >= size - 1) {
+      low = high = size - 1;
+      position = static_cast<double>(low);
+    } else {
+      high = low + 1;
+    }
+  };
+  std::int64_t y_low, y_high, x_low, x_high;
+  cell(y, height, y_low, y_high);
+  cell(x, width, x_low, x_high);
+  const double ly = y - static_cast<double>(y_low), lx = x - static_cast<double>(x_low), hy = 1 - ly, hx = 1 - lx;
+  corners = {{y_low, y_low, y_high, y_high}, {x_low, x_high, x_low, x_high}, {hy * hx, hy * lx, ly * hx, ly * lx}};
+  return true;
+}
+
 std::vector<double> roi_align_bin_samples(const RoiAlignProblem& p, std::size_t element) {
   const FeatureMap& map = p.input;
   const std::size_t per_roi = static_cast<std::size_t>(map.channels * p.pooled_height * p.pooled_width);
@@ -453,43 +492,19 @@ std::vector<double> roi_align_bin_samples(const RoiAlignProblem& p, std::size_t 
   const std::int64_t ph = within / p.pooled_width % p.pooled_height, pw = within % p.pooled_width;
   const auto image = static_cast<std::int64_t>(roi.batch_index);
   if (image < 0 || image >= map.batch) return {};
-  const double offset = p.aligned ? 0.5 : 0.0;
-  const double start_w = roi.x1 * p.spatial_scale - offset, start_h = roi.y1 * p.spatial_scale - offset;
-  double size_w = roi.x2 * p.spatial_scale - offset - start_w, size_h = roi.y2 * p.spatial_scale - offset - start_h;
-  if (!p.aligned) {
-    size_w = std::max(size_w, 1.0);
-    size_h = std::max(size_h, 1.0);
-  }
-  const double bin_w = size_w / static_cast<double>(p.pooled_width), bin_h = size_h / static_cast<double>(p.pooled_height);
-  const double grid_w = p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::ceil(bin_w);
-  const double grid_h = p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::ceil(bin_h);
-  if (!(grid_w * grid_h <= kMaxRoiAlignSamples)) return {};
+  const PlainGeometry g = plain_geometry(p, roi, p.aligned);
+  if (!(g.grid_w * g.grid_h <= kMaxRoiAlignSamples)) return {};
   // pre_calc_for_bilinear_interpolate, one position at a time.
-  auto bilinear = [&](double y, double x) {
-    if (y < -1.0 || y > static_cast<double>(map.height) || x < -1.0 || x > static_cast<double>(map.width)) return 0.0;
-    y = std::max(y, 0.0);
-    x = std::max(x, 0.0);
-    auto cell = [](double& position, std::int64_t size, std::int64_t& low, std::int64_t& high) {
-      low = static_cast<std::int64_t>(position);
-      if (low >= size - 1) {
-        low = high = size - 1;
-        position = static_cast<double>(low);
-      } else {
-        high = low + 1;
-      }
-    };
-    std::int64_t y_low, y_high, x_low, x_high;
-    cell(y, map.height, y_low, y_high);
-    cell(x, map.width, x_low, x_high);
-    const double ly = y - static_cast<double>(y_low), lx = x - static_cast<double>(x_low), hy = 1 - ly, hx = 1 - lx;
-    return hy * hx * map.at(image, channel, y_low, x_low) + hy * lx * map.at(image, channel, y_low, x_high) +
-           ly * hx * map.at(image, channel, y_high, x_low) + ly * lx * map.at(image, channel, y_high, x_high);
-  };
   std::vector<double> samples;
-  for (double iy = 0; iy < grid_h; ++iy) {
-    const double y = start_h + static_cast<double>(ph) * bin_h + (iy + 0.5) * bin_h / grid_h;
-    for (double ix = 0; ix < grid_w; ++ix)
-      samples.push_back(bilinear(y, start_w + static_cast<double>(pw) * bin_w + (ix + 0.5) * bin_w / grid_w));
+  for (double iy = 0; iy < g.grid_h; ++iy) {
+    const double y = PlainGeometry::position(g.start_h, ph, g.bin_h, iy, g.grid_h);
+    for (double ix = 0; ix < g.grid_w; ++ix) {
+      PlainCorners corners;
+      double value = 0;
+      if (plain_corners(y, PlainGeometry::position(g.start_w, pw, g.bin_w, ix, g.grid_w), map.height, map.width, corners))
+        for (int k = 0; k < 4; ++k) value += corners.weight[k] * map.at(image, channel, corners.row[k], corners.column[k]);
+      samples.push_back(value);
+    }
   }
   return samples;
 }

@@ -329,6 +329,7 @@ RoiAlignAnswer ps_roi_align_backward(const RoiAlignBackwardProblem& problem, DTy
 }  // namespace detfuzz::oracles
 
 namespace detfuzz::oracles {
+using namespace roi_align_internal;
 
 std::vector<double> roi_align_backward_terms(const RoiAlignBackwardProblem& problem, bool position_sensitive,
                                              std::size_t element) {
@@ -345,50 +346,25 @@ std::vector<double> roi_align_backward_terms(const RoiAlignBackwardProblem& prob
   for (std::size_t k = 0; k < p.rois.size(); ++k) {
     const Roi& roi = p.rois[k];
     if (roi.batch_index != static_cast<double>(n)) continue;
-    const bool aligned = p.aligned || position_sensitive;
-    const double offset = aligned ? 0.5 : 0.0;
-    const double start_w = roi.x1 * p.spatial_scale - offset, start_h = roi.y1 * p.spatial_scale - offset;
-    double size_w = roi.x2 * p.spatial_scale - offset - start_w, size_h = roi.y2 * p.spatial_scale - offset - start_h;
-    if (!aligned) {
-      size_w = std::max(size_w, 1.0);
-      size_h = std::max(size_h, 1.0);
-    }
-    const double bin_w = size_w / static_cast<double>(p.pooled_width), bin_h = size_h / static_cast<double>(p.pooled_height);
-    const double grid_w = p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::ceil(bin_w);
-    const double grid_h = p.sampling_ratio > 0 ? static_cast<double>(p.sampling_ratio) : std::ceil(bin_h);
-    if (!(grid_w * grid_h * static_cast<double>(bins) <= kMaxRoiAlignSamples)) return {};
-    const double count = grid_h * grid_w;
+    const PlainGeometry g = plain_geometry(p, roi, p.aligned || position_sensitive);
+    if (!(g.grid_w * g.grid_h * static_cast<double>(bins) <= kMaxRoiAlignSamples)) return {};
+    const double count = g.grid_h * g.grid_w;
     for (std::int64_t c = 0; c < channels_out; ++c)
       for (std::int64_t ph = 0; ph < p.pooled_height; ++ph)
         for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
           const std::int64_t bin = ph * p.pooled_width + pw;
           if ((position_sensitive ? c * bins + bin : c) != channel) continue;
           const double grad = problem.grad[static_cast<std::size_t>((static_cast<std::int64_t>(k) * channels_out + c) * bins + bin)];
-          for (double iy = 0; iy < grid_h; ++iy) {
-            const double y = start_h + static_cast<double>(ph) * bin_h + (iy + 0.5) * bin_h / grid_h;
-            for (double ix = 0; ix < grid_w; ++ix) {
-              const double x = start_w + static_cast<double>(pw) * bin_w + (ix + 0.5) * bin_w / grid_w;
-              if (y < -1.0 || y > static_cast<double>(map.height) || x < -1.0 || x > static_cast<double>(map.width))
+          for (double iy = 0; iy < g.grid_h; ++iy) {
+            const double y = PlainGeometry::position(g.start_h, ph, g.bin_h, iy, g.grid_h);
+            for (double ix = 0; ix < g.grid_w; ++ix) {
+              PlainCorners corners;
+              if (!plain_corners(y, PlainGeometry::position(g.start_w, pw, g.bin_w, ix, g.grid_w), map.height,
+                                 map.width, corners))
                 continue;
-              // bilinear_interpolate_gradient, on copies (the row is reused across columns).
-              double sy = std::max(y, 0.0), sx = std::max(x, 0.0);
-              auto cell = [](double& position, std::int64_t size, std::int64_t& low, std::int64_t& high) {
-                low = static_cast<std::int64_t>(position);
-                if (low >= size - 1) {
-                  low = high = size - 1;
-                  position = static_cast<double>(low);
-                } else {
-                  high = low + 1;
-                }
-              };
-              std::int64_t y_low, y_high, x_low, x_high;
-              cell(sy, map.height, y_low, y_high);
-              cell(sx, map.width, x_low, x_high);
-              const double ly = sy - static_cast<double>(y_low), lx = sx - static_cast<double>(x_low);
-              const double weights[4] = {(1 - ly) * (1 - lx), (1 - ly) * lx, ly * (1 - lx), ly * lx};
-              const std::int64_t rows[4] = {y_low, y_low, y_high, y_high}, columns[4] = {x_low, x_high, x_low, x_high};
               for (int corner = 0; corner < 4; ++corner)
-                if (rows[corner] == pixel_y && columns[corner] == pixel_x) terms.push_back(grad * weights[corner] / count);
+                if (corners.row[corner] == pixel_y && corners.column[corner] == pixel_x)
+                  terms.push_back(grad * corners.weight[corner] / count);
             }
           }
         }

@@ -91,6 +91,26 @@ AxisSample axis_sample(const Tracked& position, std::int64_t size, const Tiers& 
 // Sample is 440 bytes). `one`: t.input(1.0).
 void make_sample(AxisSample& y, AxisSample& x, std::int64_t width, const Tracked& one, ErrorTracker& t, Sample& s);
 
+// The fp64 geometry of one RoI, naive: what the explanations (the samples or terms an
+// element sums, in the kernel's order) walk; the bounds use the tracked one above.
+struct PlainGeometry {
+  double start_h, start_w, bin_h, bin_w, grid_h, grid_w;
+  // Sample i of bin `index` along an axis: start + index * bin + (i + .5) * bin / grid.
+  static double position(double start, std::int64_t index, double bin, double i, double grid) {
+    return start + static_cast<double>(index) * bin + (i + 0.5) * bin / grid;
+  }
+};
+PlainGeometry plain_geometry(const RoiAlignProblem& p, const Roi& roi, bool aligned);
+
+// bilinear_interpolate(_gradient) at (y, x) in fp64: false outside [-1, size]; else the four
+// corners (y_low, x_low), (y_low, x_high), (y_high, x_low), (y_high, x_high), clamped as the
+// kernel clamps, and their weights.
+struct PlainCorners {
+  std::int64_t row[4], column[4];
+  double weight[4];
+};
+bool plain_corners(double y, double x, std::int64_t height, std::int64_t width, PlainCorners& corners);
+
 // How far the bilinear surface can move, per unit of position error along each axis, when
 // a kernel's sample position is off by up to the tier's error: the largest difference
 // between neighbouring pixels over every cell the position may reach (the surface is

@@ -143,9 +143,11 @@ namespace {
 std::vector<double>& editable_values(RoiAlignProblem& p) { return p.input.values; }
 std::vector<double>& editable_values(RoiPoolProblem& p) { return p.input.values; }
 std::vector<double>& editable_values(RoiAlignBackwardProblem& p) { return p.grad; }
+std::vector<double>& editable_values(RoiPoolBackwardProblem& p) { return p.grad; }
 template <class Problem>
 Problem& roi_part(Problem& p) { return p; }
 RoiAlignProblem& roi_part(RoiAlignBackwardProblem& p) { return p.forward; }
+RoiPoolProblem& roi_part(RoiPoolBackwardProblem& p) { return p.forward; }
 
 template <class Problem>
 rc::Gen<Problem> hostile_rois(rc::Gen<Problem> valid, DType dtype) {
@@ -177,6 +179,9 @@ rc::Gen<Problem> hostile_rois(rc::Gen<Problem> valid, DType dtype) {
 rc::Gen<RoiAlignProblem> hostile(rc::Gen<RoiAlignProblem> valid, DType dtype) { return hostile_rois(valid, dtype); }
 rc::Gen<RoiPoolProblem> hostile(rc::Gen<RoiPoolProblem> valid, DType dtype) { return hostile_rois(valid, dtype); }
 rc::Gen<RoiAlignBackwardProblem> hostile(rc::Gen<RoiAlignBackwardProblem> valid, DType dtype) {
+  return hostile_rois(valid, dtype);
+}
+rc::Gen<RoiPoolBackwardProblem> hostile(rc::Gen<RoiPoolBackwardProblem> valid, DType dtype) {
   return hostile_rois(valid, dtype);
 }
 

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "fuzz/gen/common.h"
+#include "oracles/roi_pool.h"
 
 namespace detfuzz::gen {
 namespace {
@@ -250,6 +251,21 @@ rc::Gen<RoiAlignBackwardProblem> roi_align_backward_problem(const BoxGenOptions&
 
 rc::Gen<RoiAlignBackwardProblem> ps_roi_align_backward_problem(const BoxGenOptions& options) {
   return backward_problem(ps_roi_align_problem(options), options.dtype, true);
+}
+
+rc::Gen<RoiPoolBackwardProblem> roi_pool_backward_problem(const BoxGenOptions& options) {
+  const DType dtype = options.dtype;
+  return rc::gen::mapcat(roi_pool_problem(options), [dtype](RoiPoolProblem f) {
+    std::vector<std::int64_t> argmax;
+    for (const oracles::RoiPoolElement& e : oracles::roi_pool(f, dtype)) argmax.push_back(e.nominal.argmax);
+    f.input.values.clear();
+    f.input.values.shrink_to_fit();
+    const auto count = static_cast<std::int64_t>(argmax.size());
+    return rc::gen::map(map_values(dtype, count, f.pooled_height, f.pooled_width),
+                        [f, argmax = std::move(argmax)](std::vector<double> grad) {
+                          return RoiPoolBackwardProblem{f, std::move(grad), argmax};
+                        });
+  });
 }
 
 }  // namespace detfuzz::gen

@@ -33,5 +33,8 @@ rc::Gen<RoiAlignProblem> ps_roi_align_problem(const BoxGenOptions& options);
 // map's shape alone, a gradient of the forward output's shape.
 rc::Gen<RoiAlignBackwardProblem> roi_align_backward_problem(const BoxGenOptions& options);
 rc::Gen<RoiAlignBackwardProblem> ps_roi_align_backward_problem(const BoxGenOptions& options);
+// RoIPool's backward: roi_pool_problem's geometry, the argmax its forward gives (the fp64
+// oracle's: the first maximum of each bin, -1 for an empty one) and a gradient.
+rc::Gen<RoiPoolBackwardProblem> roi_pool_backward_problem(const BoxGenOptions& options);
 
 }  // namespace detfuzz::gen

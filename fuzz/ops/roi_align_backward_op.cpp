@@ -12,7 +12,6 @@
 #include "fuzz/compare/continuous.h"
 #include "fuzz/gen/hostile.h"
 #include "fuzz/gen/rois.h"
-#include "fuzz/ops/contained_run.h"
 #include "fuzz/ops/roi_common.h"
 #include "fuzz/ops/side_by_side.h"
 #include "fuzz/ops/typed_harness.h"
@@ -33,54 +32,25 @@ std::int64_t output_channels(const RoiAlignProblem& f, bool position_sensitive) 
   return position_sensitive && bins > 0 ? f.input.channels / bins : f.input.channels;
 }
 
-// What a hostile input leaves unconstrained: everything, when a RoI names an image outside the
-// batch; the whole image of a RoI with a hostile or extreme box; the input channel a
-// non-finite gradient value lands in. `clean` is the problem with those RoIs replaced by an
-// empty one and their gradients (and every non-finite one) zeroed, for the oracle.
+// The taint of a backward problem (roi_common's gradient_taint) and the problem the oracle
+// sees.
 struct BackwardTaint {
-  bool hostile = false;
-  std::vector<std::size_t> bad_batch_index;
-  std::vector<bool> tainted;  // per input element, [N, C, H, W]
+  GradientTaint gradient;
   RoiAlignBackwardProblem clean;
 };
 
 BackwardTaint backward_taint(const RoiAlignBackwardProblem& p, bool position_sensitive) {
-  BackwardTaint taint;
-  taint.clean = p;
   const RoiAlignProblem& f = p.forward;
-  const FeatureMap& map = f.input;
-  const std::int64_t bins = f.pooled_height * f.pooled_width, channels_out = output_channels(f, position_sensitive);
-  const auto block = static_cast<std::size_t>(channels_out * bins);
-  std::vector<char> image_tainted(static_cast<std::size_t>(map.batch), 0);
-  std::vector<char> channel_tainted(static_cast<std::size_t>(map.batch * map.channels), 0);
-  for (std::size_t k = 0; k < f.rois.size(); ++k) {
-    const Roi& roi = f.rois[k];
-    const bool bad_index = !gen::valid_batch_index(roi, map.batch);
-    const bool bad_box = gen::hostile_roi(roi) || extreme_roi(roi, f.spatial_scale);
-    if (bad_index) taint.bad_batch_index.push_back(k);
-    double* grad = taint.clean.grad.data() + k * block;
-    if (bad_index || bad_box) {
-      taint.clean.forward.rois[k] = {0, 0, 0, 0, 0};
-      std::fill(grad, grad + block, 0.0);
-      if (!bad_index) image_tainted[static_cast<std::size_t>(roi.batch_index)] = 1;
-      continue;
-    }
-    const auto n = static_cast<std::int64_t>(roi.batch_index);
-    for (std::size_t i = 0; i < block; ++i) {
-      if (!gen::hostile_value(grad[i])) continue;
-      grad[i] = 0;
-      const auto c = static_cast<std::int64_t>(i) / bins, bin = static_cast<std::int64_t>(i) % bins;
-      channel_tainted[static_cast<std::size_t>(n * map.channels + (position_sensitive ? c * bins + bin : c))] = 1;
-    }
-  }
-  const auto plane = static_cast<std::size_t>(map.height * map.width);
-  const bool everything = !taint.bad_batch_index.empty();
-  for (std::int64_t n = 0; n < map.batch; ++n)
-    for (std::int64_t c = 0; c < map.channels; ++c)
-      taint.tainted.insert(taint.tainted.end(), plane,
-                           everything || image_tainted[static_cast<std::size_t>(n)] ||
-                               channel_tainted[static_cast<std::size_t>(n * map.channels + c)]);
-  taint.hostile = std::find(taint.tainted.begin(), taint.tainted.end(), true) != taint.tainted.end();
+  const std::int64_t bins = f.pooled_height * f.pooled_width;
+  const auto block = static_cast<std::size_t>(output_channels(f, position_sensitive) * bins);
+  BackwardTaint taint{gradient_taint(f.input, f.spatial_scale, f.rois, p.grad, block,
+                                     [bins, position_sensitive](std::size_t i) {
+                                       const auto c = static_cast<std::int64_t>(i) / bins;
+                                       return position_sensitive ? c * bins + static_cast<std::int64_t>(i) % bins : c;
+                                     }),
+                      p};
+  taint.clean.forward.rois = taint.gradient.clean_rois;
+  taint.clean.grad = taint.gradient.clean_grad;
   return taint;
 }
 
@@ -91,58 +61,18 @@ oracles::RoiAlignAnswer gradient(const RoiAlignBackwardProblem& p, DType dtype, 
 compare::Judgement judge(const RoiAlignBackwardProblem& problem, const BackwardTarget& target, DType dtype,
                          Device device, bool position_sensitive) {
   const BackwardTaint taint = backward_taint(problem, position_sensitive);
-  std::vector<HostTensor> outputs;
-  if (!taint.bad_batch_index.empty() && device == Device::cpu) {
-    // torchvision scatters such a RoI's gradient past grad_input's end: in a child, so that
-    // the heap it breaks is not the one later cases run on.
-    auto contained = run_contained(
-        [&] {
-          PhaseTimer timer(Phase::kernel);
-          return target.run(problem, dtype, device);
-        },
-        "kernel");
-    if (auto* verdict = std::get_if<compare::Verdict>(&contained)) {
-      compare::Judgement judgement;
-      if (verdict->kind != FindingKind::exception) judgement.verdicts.push_back(*verdict);  // refusing it is right
-      return judgement;
-    }
-    outputs = std::get<std::vector<HostTensor>>(std::move(contained));
-    if (outputs.empty()) {
-      compare::Judgement judgement;
-      judgement.verdicts.push_back({FindingKind::shape, "contract", "the kernel returned no outputs", {}});
-      return judgement;
-    }
-  } else {
-    auto run = run_target(target, problem, dtype, device, taint.hostile);
-    if (auto* judgement = std::get_if<compare::Judgement>(&run)) return *judgement;
-    outputs = std::get<std::vector<HostTensor>>(std::move(run));
-  }
-  const HostTensor& output = outputs.front();
-  compare::OutputContract contract{"grad_input", shape_of(problem), std::string(dtype_name(dtype)), device};
-  const std::vector<compare::ExpectedValue> expected = timed_oracle([&] {
-    std::vector<compare::ExpectedValue> values;
-    std::size_t i = 0;
-    for (const auto& e : gradient(taint.clean, dtype, position_sensitive)) values.push_back(expected_of(e, taint.tainted[i++]));
-    return values;
-  });
-  compare::Judgement judgement = compare::compare_continuous(
-      output, expected, contract, dtype,
-      gradient_sum_explainer(
-          [&taint, position_sensitive](std::size_t element) {
-            return oracles::roi_align_backward_terms(taint.clean, position_sensitive, element);
-          },
-          expected, target.arithmetic, dtype));
-  judgement.outputs = {output};
-  if (!taint.bad_batch_index.empty())
-    judgement.verdicts.push_back(accepted_bad_batch_index(problem.forward.rois, taint.bad_batch_index.front(),
-                                                          problem.forward.input.batch, "wrote outside grad_input"));
-  if (!judgement.consistent() || taint.hostile) return judgement;
-  if (auto doubled = doubled_values(problem.grad, dtype)) {
-    RoiAlignBackwardProblem scaled = problem;
-    scaled.grad = std::move(*doubled);
-    check_doubling(scaled, target, dtype, device, 1, "gradient_scaling", "gradient value", judgement);
-  }
-  return judgement;
+  return judge_gradient(
+      problem, target, dtype, device, taint.gradient,
+      [&] {
+        std::vector<compare::ExpectedValue> values;
+        std::size_t i = 0;
+        for (const auto& e : gradient(taint.clean, dtype, position_sensitive))
+          values.push_back(expected_of(e, taint.gradient.tainted[i++]));
+        return values;
+      },
+      [&taint, position_sensitive](std::size_t element) {
+        return oracles::roi_align_backward_terms(taint.clean, position_sensitive, element);
+      });
 }
 
 // Smaller problems, largest cuts first: RoIs (with their gradient blocks) deleted, the last

@@ -235,6 +235,44 @@ compare::OverflowExplainer gradient_sum_explainer(std::function<std::vector<doub
                        arithmetic, dtype);
 }
 
+GradientTaint gradient_taint(const FeatureMap& map, double spatial_scale, const std::vector<Roi>& rois,
+                             const std::vector<double>& grad, std::size_t block,
+                             const std::function<std::int64_t(std::size_t)>& channel_of) {
+  GradientTaint taint;
+  taint.clean_rois = rois;
+  taint.clean_grad = grad;
+  std::vector<char> image_tainted(static_cast<std::size_t>(map.batch), 0);
+  std::vector<char> channel_tainted(static_cast<std::size_t>(map.batch * map.channels), 0);
+  for (std::size_t k = 0; k < rois.size(); ++k) {
+    const Roi& roi = rois[k];
+    const bool bad_index = !gen::valid_batch_index(roi, map.batch);
+    const bool bad_box = gen::hostile_roi(roi) || extreme_roi(roi, spatial_scale);
+    if (bad_index) taint.bad_batch_index.push_back(k);
+    double* values = taint.clean_grad.data() + k * block;
+    if (bad_index || bad_box) {
+      taint.clean_rois[k] = {0, 0, 0, 0, 0};
+      std::fill(values, values + block, 0.0);
+      if (!bad_index) image_tainted[static_cast<std::size_t>(roi.batch_index)] = 1;
+      continue;
+    }
+    const auto n = static_cast<std::int64_t>(roi.batch_index);
+    for (std::size_t i = 0; i < block; ++i) {
+      if (!gen::hostile_value(values[i])) continue;
+      values[i] = 0;
+      channel_tainted[static_cast<std::size_t>(n * map.channels + channel_of(i))] = 1;
+    }
+  }
+  const auto plane = static_cast<std::size_t>(map.height * map.width);
+  const bool everything = !taint.bad_batch_index.empty();
+  for (std::int64_t n = 0; n < map.batch; ++n)
+    for (std::int64_t c = 0; c < map.channels; ++c)
+      taint.tainted.insert(taint.tainted.end(), plane,
+                           everything || image_tainted[static_cast<std::size_t>(n)] ||
+                               channel_tainted[static_cast<std::size_t>(n * map.channels + c)]);
+  taint.hostile = std::find(taint.tainted.begin(), taint.tainted.end(), true) != taint.tainted.end();
+  return taint;
+}
+
 std::vector<std::int64_t> pooled_shape(std::size_t rois, const FeatureMap& map, std::int64_t pooled_height,
                                        std::int64_t pooled_width) {
   return {static_cast<std::int64_t>(rois), map.channels, pooled_height, pooled_width};

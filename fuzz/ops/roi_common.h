@@ -10,6 +10,7 @@
 
 #include "fuzz/compare/continuous.h"
 #include "fuzz/compare/verdict.h"
+#include "fuzz/ops/contained_run.h"
 #include "fuzz/ops/typed_harness.h"
 #include "kernels/target.h"
 #include "model/dtype.h"
@@ -162,6 +163,76 @@ void check_value_scaling(const Problem& problem, const kernels::Target<Problem>&
   Problem scaled = problem;
   scaled.input = *doubled;
   check_doubling(scaled, target, dtype, device, expected_outputs, "value_scaling", "feature value", judgement);
+}
+
+// What a hostile backward input leaves unconstrained: everything, when a RoI names an image
+// outside the batch; the whole image of a RoI with a hostile or extreme box; the input channel
+// a non-finite gradient value lands in. The clean RoIs and gradient (those RoIs emptied with
+// their gradient zeroed, every non-finite value zeroed) are what the oracle sees.
+struct GradientTaint {
+  bool hostile = false;
+  std::vector<std::size_t> bad_batch_index;
+  std::vector<bool> tainted;  // per input element, [N, C, H, W]
+  std::vector<Roi> clean_rois;
+  std::vector<double> clean_grad;
+};
+// `map`: the input's shape; `block`: gradient values per RoI; `channel_of(i)`: the input
+// channel value i of a RoI's block lands in.
+GradientTaint gradient_taint(const FeatureMap& map, double spatial_scale, const std::vector<Roi>& rois,
+                             const std::vector<double>& grad, std::size_t block,
+                             const std::function<std::int64_t(std::size_t)>& channel_of);
+
+// The judgement of a backward kernel (Problem: a `forward` with the RoIs and the map's shape,
+// and `grad`): its grad_input against `expected` (the oracle on the clean problem), a RoI
+// outside the batch refused (its kernel run in a forked child: torchvision scatters such a
+// RoI's gradient past grad_input), and the exact property that doubling the gradient doubles
+// every output. `terms_of(element)`: the terms the kernel adds into an element, in its order.
+template <class Problem>
+compare::Judgement judge_gradient(const Problem& problem, const kernels::Target<Problem>& target, DType dtype,
+                                  Device device, const GradientTaint& taint,
+                                  const std::function<std::vector<compare::ExpectedValue>()>& expected_of_clean,
+                                  std::function<std::vector<double>(std::size_t)> terms_of) {
+  const FeatureMap& map = problem.forward.input;
+  std::vector<HostTensor> outputs;
+  if (!taint.bad_batch_index.empty() && device == Device::cpu) {
+    auto contained = run_contained(
+        [&] {
+          PhaseTimer timer(Phase::kernel);
+          return target.run(problem, dtype, device);
+        },
+        "kernel");
+    compare::Judgement refused;
+    if (auto* verdict = std::get_if<compare::Verdict>(&contained)) {
+      if (verdict->kind != FindingKind::exception) refused.verdicts.push_back(*verdict);  // refusing it is right
+      return refused;
+    }
+    outputs = std::get<std::vector<HostTensor>>(std::move(contained));
+    if (outputs.empty()) {
+      refused.verdicts.push_back({FindingKind::shape, "contract", "the kernel returned no outputs", {}});
+      return refused;
+    }
+  } else {
+    auto run = run_target(target, problem, dtype, device, taint.hostile);
+    if (auto* judgement = std::get_if<compare::Judgement>(&run)) return *judgement;
+    outputs = std::get<std::vector<HostTensor>>(std::move(run));
+  }
+  const HostTensor& output = outputs.front();
+  compare::OutputContract contract{"grad_input", {map.batch, map.channels, map.height, map.width},
+                                   std::string(dtype_name(dtype)), device};
+  const std::vector<compare::ExpectedValue> expected = timed_oracle(expected_of_clean);
+  compare::Judgement judgement = compare::compare_continuous(
+      output, expected, contract, dtype, gradient_sum_explainer(std::move(terms_of), expected, target.arithmetic, dtype));
+  judgement.outputs = {output};
+  if (!taint.bad_batch_index.empty())
+    judgement.verdicts.push_back(accepted_bad_batch_index(problem.forward.rois, taint.bad_batch_index.front(), map.batch,
+                                                          "wrote outside grad_input"));
+  if (!judgement.consistent() || taint.hostile) return judgement;
+  if (auto doubled = doubled_values(problem.grad, dtype)) {
+    Problem scaled = problem;
+    scaled.grad = std::move(*doubled);
+    check_doubling(scaled, target, dtype, device, 1, "gradient_scaling", "gradient value", judgement);
+  }
+  return judgement;
 }
 
 // The output expectation of one element of a RoI oracle's answer (RoiAlignElement and its

@@ -57,6 +57,10 @@ const std::vector<MutantSpec>& mutant_catalog() {
        "RoIAlign backward ignoring spatial_scale (the gradient lands on the wrong pixels)"},
       {"mutant:ps_roi_align_backward_channel_off_by_one", "ps_roi_align_backward", "twin:ps_roi_align_backward",
        kAll, "PSRoIAlign backward scattering into the next input channel"},
+      {"mutant:roi_pool_backward_assigns", "roi_pool_backward", "twin:roi_pool_backward", kAll,
+       "RoIPool backward assigning instead of adding (bins sharing an argmax lose gradient)"},
+      {"mutant:roi_pool_backward_channel_off_by_one", "roi_pool_backward", "twin:roi_pool_backward", kAll,
+       "RoIPool backward adding into the next channel"},
       {"mutant:ps_roi_align_backward_drops_corner", "ps_roi_align_backward", "twin:ps_roi_align_backward", kAll,
        "PSRoIAlign backward that drops one bilinear corner's gradient"},
   };

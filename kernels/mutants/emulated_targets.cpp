@@ -287,6 +287,34 @@ Target<RoiAlignBackwardProblem> emulated_roi_align_backward(const std::string& n
   return target;
 }
 
+Target<RoiPoolBackwardProblem> emulated_roi_pool_backward(const std::string& name, RoiPoolBackwardVariant variant,
+                                                          std::string description) {
+  auto target = cpu_target<RoiPoolBackwardProblem>(name, std::move(description));
+  target.run = [variant](const RoiPoolBackwardProblem& problem, DType dtype, Device) {
+    const Rounding m{variant.storage_arithmetic ? dtype : accumulate_type(dtype)};
+    const RoiPoolProblem& p = problem.forward;
+    const FeatureMap& map = p.input;
+    const auto bins = static_cast<std::size_t>(p.pooled_height * p.pooled_width);
+    const auto plane = map.height * map.width;
+    std::vector<double> grad_input(static_cast<std::size_t>(map.batch * map.channels * plane), 0.0);
+    for (std::size_t k = 0; k < p.rois.size(); ++k) {
+      const auto n = static_cast<std::int64_t>(p.rois[k].batch_index);
+      if (n < 0 || n >= map.batch) throw std::invalid_argument("RoI batch index outside the batch");
+      for (std::int64_t c = 0; c < map.channels; ++c)
+        for (std::size_t bin = 0; bin < bins; ++bin) {
+          const std::size_t i = (k * static_cast<std::size_t>(map.channels) + static_cast<std::size_t>(c)) * bins + bin;
+          if (problem.argmax[i] < 0) continue;
+          const std::int64_t channel = variant.channel_off_by_one ? (c + 1) % map.channels : c;
+          double& into = grad_input[static_cast<std::size_t>((n * map.channels + channel) * plane + problem.argmax[i])];
+          into = variant.assigns ? m.r(problem.grad[i]) : m.add(into, problem.grad[i]);
+        }
+    }
+    for (double& v : grad_input) v = round_to(dtype, v);
+    return std::vector<HostTensor>{tensor({map.batch, map.channels, map.height, map.width}, dtype, grad_input)};
+  };
+  return target;
+}
+
 Target<RoiPoolProblem> emulated_ps_roi_pool(const std::string& name, PsRoiPoolVariant variant, std::string description) {
   auto target = cpu_target<RoiPoolProblem>(name, std::move(description));
   target.run = [variant](const RoiPoolProblem& p, DType dtype, Device) {

@@ -71,6 +71,17 @@ struct RoiAlignBackwardVariant {
 Target<RoiAlignBackwardProblem> emulated_roi_align_backward(const std::string& name, RoiAlignBackwardVariant variant = {},
                                                             std::string description = "RoIAlign backward in plain C++");
 
+struct RoiPoolBackwardVariant {
+  bool storage_arithmetic = false;  // the additions in the storage dtype (torchvision's T)
+  bool assigns = false;             // `=` for `+=`: where bins share an argmax pixel, the last one wins
+  bool channel_off_by_one = false;  // adds into input channel c + 1 (mod C)
+};
+
+// torchvision's RoIPool backward in its order (RoI, channel, bin), the additions rounded to
+// the accumulate type (or the storage dtype).
+Target<RoiPoolBackwardProblem> emulated_roi_pool_backward(const std::string& name, RoiPoolBackwardVariant variant = {},
+                                                          std::string description = "RoIPool backward in plain C++");
+
 struct PsRoiPoolVariant {
   bool ignores_spatial_scale = false;  // treats spatial_scale as 1.0
   bool channel_off_by_one = false;     // bin (ph, pw) reads input channel c_in + 1 (mod C)

@@ -30,6 +30,11 @@
 //   roi_align_backward_ignores_spatial_scale     as for the forward
 //   ps_roi_align_backward_channel_off_by_one     each bin's gradient lands in the next channel
 //   ps_roi_align_backward_drops_corner           as for RoIAlign's
+// RoIPool's backward twin, likewise ("twin:roi_pool_backward"):
+//   roi_pool_backward_assigns                    `=` for `+=`: bins (of one RoI or of
+//                                                several) sharing an argmax pixel keep the
+//                                                last one's gradient only
+//   roi_pool_backward_channel_off_by_one         each gradient lands in the next channel
 #include "kernels/factories.h"
 #include "kernels/mutants/emulated_targets.h"
 
@@ -106,6 +111,19 @@ std::vector<Target<RoiAlignBackwardProblem>> roi_align_backward_family_mutants(b
                                                   variant([](auto& v) { v.ignores_spatial_scale = true; }),
                                                   kernel + " with spatial_scale treated as 1.0"));
   return targets;
+}
+
+std::vector<Target<RoiPoolBackwardProblem>> roi_pool_backward_mutants() {
+  RoiPoolBackwardVariant assigns, shifted;
+  assigns.assigns = true;
+  shifted.channel_off_by_one = true;
+  return {
+      emulated_roi_pool_backward("twin:roi_pool_backward", {}, "RoIPool backward in plain C++ (accumulate type)"),
+      emulated_roi_pool_backward("mutant:roi_pool_backward_assigns", assigns,
+                                 "RoIPool backward assigning each gradient instead of adding it"),
+      emulated_roi_pool_backward("mutant:roi_pool_backward_channel_off_by_one", shifted,
+                                 "RoIPool backward adding into input channel c + 1"),
+  };
 }
 
 }  // namespace detfuzz::kernels

@@ -13,6 +13,9 @@
 //   float spatial_scale, int pooled_height, int pooled_width, int sampling_ratio, int batch_size,
 //   int channels, int height, int width) -> Tensor   (sampling_ratio before the sizes, unlike
 //   _roi_align_backward's; SymInt for int in 0.26)
+// torchvision::_roi_pool_backward(Tensor grad, Tensor rois, Tensor argmax, float spatial_scale,
+//   int pooled_height, int pooled_width, int batch_size, int channels, int height, int width)
+//   -> Tensor
 // all called boxed through the dispatcher.
 #include "dispatch.h"
 #include "kernels/tensor_convert.h"
@@ -152,6 +155,30 @@ Target<RoiAlignBackwardProblem> torchvision_ps_roi_align_backward_target(const K
       });
   target.arithmetic = kBackwardInT;
   target.arithmetic.source = "torchvision 0.26.0 csrc/ops/cpu/ps_roi_align_kernel.cpp: T g1 = grad * w1 / count, added into T grad_input";
+  return target;
+}
+
+Target<RoiPoolBackwardProblem> torchvision_roi_pool_backward_target(const KernelConfig& config) {
+  Target<RoiPoolBackwardProblem> target = torchvision_target<RoiPoolBackwardProblem>(
+      config, "torchvision::_roi_pool_backward",
+      "torchvision::_roi_pool_backward from the loaded torchvision op library (boxed)",
+      [](const RoiPoolBackwardProblem& p, DType dtype, Device device) {
+        const RoiPoolProblem& f = p.forward;
+        const auto k = static_cast<std::int64_t>(f.rois.size());
+        const FeatureMap grad{k, f.input.channels, f.pooled_height, f.pooled_width, p.grad};
+        // The forward's argmax output is int32 [K, C, PH, PW].
+        std::vector<std::int32_t> argmax(p.argmax.begin(), p.argmax.end());
+        const at::Tensor routing =
+            at::from_blob(argmax.data(), {k, f.input.channels, f.pooled_height, f.pooled_width}, at::kInt)
+                .clone()
+                .to(device == Device::cuda ? at::kCUDA : at::kCPU);
+        return std::vector<c10::IValue>{feature_tensor(grad, dtype, device), rois_tensor(f.rois, dtype, device), routing,
+                                        f.spatial_scale, f.pooled_height, f.pooled_width, f.input.batch,
+                                        f.input.channels, f.input.height, f.input.width};
+      });
+  // torchvision 0.26.0 csrc/ops/cpu/roi_pool_kernel.cpp roi_pool_backward_kernel_impl:
+  // `add(grad_input_offset + argmax, static_cast<T>(grad_output_offset[...]))` into T.
+  target.arithmetic = {{"*"}, "torchvision 0.26.0 csrc/ops/cpu/roi_pool_kernel.cpp: grad added at argmax into T grad_input"};
   return target;
 }
 

@@ -49,7 +49,8 @@
              "ps_roi_pool(Tensor input, Tensor rois, float spatial_scale, int pooled_height, int pooled_width) "  \
              "-> (Tensor, Tensor)")                                                                             \
   DETFUZZ_OP(roi_align_backward, RoiAlignBackwardProblem, nullptr)                                                 \
-  DETFUZZ_OP(ps_roi_align_backward, RoiAlignBackwardProblem, nullptr)
+  DETFUZZ_OP(ps_roi_align_backward, RoiAlignBackwardProblem, nullptr)                                            \
+  DETFUZZ_OP(roi_pool_backward, RoiPoolBackwardProblem, nullptr)
 
 namespace detfuzz {
 

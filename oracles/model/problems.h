@@ -166,6 +166,16 @@ struct RoiAlignBackwardProblem {
   std::vector<double> grad;
 };
 
+// The input of RoIPool's backward (torchvision::_roi_pool_backward): the forward's shapes
+// (forward.input's values stay empty), the gradient of its output [K, C, PH, PW] and the
+// argmax the forward returned beside it (row-major index into the H x W plane, -1 for an
+// empty bin), which routes each gradient value.
+struct RoiPoolBackwardProblem {
+  RoiPoolProblem forward;
+  std::vector<double> grad;
+  std::vector<std::int64_t> argmax;
+};
+
 enum class Device { cpu, cuda };
 std::string device_name(Device device);
 // The one reading of a device name ("cpu", "cuda"); nullopt for anything else.

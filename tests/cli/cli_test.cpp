@@ -375,7 +375,8 @@ TEST_F(Cli, HelpAndListTellTheTruth) {
   EXPECT_EQ(ops, (std::vector<std::string>{"nms", "batched_nms", "box_iou", "box_area", "generalized_box_iou", "giou_loss",
                                            "box_coder", "regression_loss",
                                            "fast_rcnn_loss", "matcher", "roi_align", "roi_pool", "ps_roi_align",
-                                           "ps_roi_pool", "roi_align_backward", "ps_roi_align_backward"}));
+                                           "ps_roi_pool", "roi_align_backward", "ps_roi_align_backward",
+                                           "roi_pool_backward"}));
   EXPECT_NE(json["ops"][0]["targets"][0]["devices"]["cpu"]["dtypes"]["fp16"].get<std::string>().find("Half"),
             std::string::npos);
   EXPECT_EQ(json["ops"][0]["targets"][0]["devices"]["cpu"]["dtypes"]["fp32"], "supported");

@@ -1,4 +1,5 @@
-// The backward ops' verdicts: correct kernels in the accumulate type and in the storage
+// The backward ops' verdicts (roi_align_backward, ps_roi_align_backward, roi_pool_backward):
+// correct kernels in the accumulate type and in the storage
 // dtype (torchvision's arithmetic) raise no failing finding on either op, an fp16 running sum
 // that overflows where the gradient fits is the dtype's doing, a kernel that accepts a RoI
 // outside the batch is a finding whether it returns or dies (in a contained child), the
@@ -211,6 +212,36 @@ TEST(RoiAlignBackwardOp, CaseFilesRoundTripBitForBit) {
   EXPECT_EQ(back.forward.spatial_scale, p.forward.spatial_scale);
   EXPECT_EQ(back.forward.input.channels, 1);
   EXPECT_TRUE(back.forward.input.values.empty());
+}
+
+class CorrectPoolBackward : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CorrectPoolBackward, RaisesNoFailingFindingButItsDtypesOverflow) {
+  kernels::RoiPoolBackwardVariant variant;
+  variant.storage_arithmetic = GetParam();
+  auto target = kernels::emulated_roi_pool_backward("reference", variant);
+  if (GetParam()) target.arithmetic = {{"*"}, "a kernel adding into grad_input in its storage dtype"};
+  const reports::Report report = campaign(make_roi_pool_backward_harness({target}), 1500);
+  for (const auto& f : report.findings)
+    EXPECT_TRUE(!f.fails || (GetParam() && f.kind == "dtype_overflow")) << f.dtype << " " << f.kind << ": " << f.message;
+  for (const auto& cell : report.cells) EXPECT_EQ(cell.cases, 1500u) << cell.dtype;
+}
+
+INSTANTIATE_TEST_SUITE_P(RoiPoolBackwardOp, CorrectPoolBackward, ::testing::Bool(),
+                         [](const auto& info) { return std::string(info.param ? "InStorageDtype" : "InAccumulateType"); });
+
+TEST(RoiPoolBackwardOp, ACaseFileWithAnArgmaxOutsideThePlaneIsRefusedByName) {
+  const RoiPoolBackwardProblem p{{{1, 1, 2, 2, {}}, {{0, 0, 0, 1, 1}}, 1.0, 1, 1}, {1.0}, {3}};
+  nlohmann::json json = corpus::to_json(p);
+  EXPECT_EQ(corpus::roi_pool_backward_problem_from_json(json).argmax, p.argmax);
+  json["argmax"] = {4};
+  try {
+    corpus::roi_pool_backward_problem_from_json(json);
+    FAIL() << "accepted argmax 4 on a 2 x 2 plane";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("argmax[0]: expected -1 or an index into the 2 x 2 plane"), std::string::npos)
+        << error.what();
+  }
 }
 
 }  // namespace

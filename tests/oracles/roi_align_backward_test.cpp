@@ -1,7 +1,8 @@
-// The RoIAlign backward oracle (oracles/roi_align_backward.h) as the adjoint of the forward
-// oracle: <backward(g), x> = <g, forward(x)> to fp64 rounding on random problems, central
-// differences of the forward in each input value agree with the gradient, and hand-computed
-// scatters.
+// The backward oracles as adjoints of the forward oracles: RoIAlign's and PSRoIAlign's
+// (oracles/roi_align_backward.h) satisfy <backward(g), x> = <g, forward(x)> to fp64 rounding on
+// random problems and central differences of the forward agree with each gradient; RoIPool's
+// (oracles/roi_pool_backward.h) does for the routing the forward's argmax fixes. And
+// hand-computed scatters.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
@@ -10,6 +11,8 @@
 
 #include "oracles/roi_align.h"
 #include "oracles/roi_align_backward.h"
+#include "oracles/roi_pool.h"
+#include "oracles/roi_pool_backward.h"
 
 namespace detfuzz::oracles {
 namespace {
@@ -185,6 +188,54 @@ TEST(PsRoiAlignBackwardOracle, EachBinScattersIntoItsOwnChannel) {
     EXPECT_DOUBLE_EQ(total, static_cast<double>(c + 1)) << c;
   }
   EXPECT_TRUE(ps_roi_align_backward({{shape_only(3, 4, 4), {}, 1.0, 2, 2, 1, true}, {}}, DType::fp32).empty());
+}
+
+// For the routing the forward's argmax fixes, RoIPool is linear in the map: forward(x)[e] =
+// x[argmax e], so <backward(g), x> = <g, forward(x)> holds exactly for a map whose maxima are
+// unique (distinct values: no tie can move an argmax).
+RC_GTEST_PROP(RoiPoolBackwardOracle, IsTheAdjointOfTheForwardOracleForItsRouting, ()) {
+  RoiAlignProblem a = *forward_problems(false);
+  double next = 0;
+  for (double& v : a.input.values) v = (next += 1) * (*rc::gen::element(-1.0, 1.0));
+  const RoiPoolProblem p{a.input, a.rois, a.spatial_scale, a.pooled_height, a.pooled_width};
+  const auto forward = roi_pool(p, DType::fp64);
+  std::vector<double> grad;
+  std::vector<std::int64_t> argmax;
+  for (const auto& e : forward) {
+    grad.push_back(*rc::gen::inRange(-64, 65) / 16.0);
+    argmax.push_back(e.nominal.argmax);
+  }
+  RoiPoolBackwardProblem b{p, grad, argmax};
+  b.forward.input.values.clear();
+  const RoiAlignAnswer backward = roi_pool_backward(b, DType::fp64);
+  RC_ASSERT(backward.size() == p.input.values.size());
+  double left = 0, right = 0;
+  for (std::size_t i = 0; i < backward.size(); ++i) left += backward[i].value * p.input.values[i];
+  for (std::size_t i = 0; i < forward.size(); ++i) right += grad[i] * (argmax[i] < 0 ? 0.0 : forward[i].nominal.value);
+  RC_ASSERT(std::fabs(left - right) <= 1e-12 * (std::fabs(left) + 1));
+}
+
+TEST(RoiPoolBackwardOracle, SumsWhatTheArgmaxRoutesAndSkipsEmptyBins) {
+  // Two RoIs on one 2 x 2 map: bins routed to pixels 3, 3 and 0, one bin empty (-1).
+  const RoiPoolBackwardProblem b{{shape_only(1, 2, 2), {{0, 0, 0, 1, 1}, {0, 0, 0, 1, 1}}, 1.0, 1, 2},
+                                 {1.5, 2.0, 0.25, 8.0}, {3, 0, 3, -1}};
+  const RoiAlignAnswer g = roi_pool_backward(b, DType::fp16);
+  ASSERT_EQ(g.size(), 4u);
+  EXPECT_EQ(g[0].value, 2.0);
+  EXPECT_EQ(g[3].value, 1.75);
+  EXPECT_EQ(g[1].value, 0.0);
+  EXPECT_EQ(g[0].storage.bound, 0.0);  // one term: nothing rounds
+  EXPECT_GT(g[3].storage.bound, 0.0);  // two terms: one addition rounds in general
+  EXPECT_EQ(g[3].strict.low, 1.75);
+  EXPECT_FALSE(g[3].unconstrained);
+}
+
+TEST(RoiPoolBackwardOracle, AnArgmaxOutsideThePlaneOrARoiOutsideTheBatchConstrainsNothing) {
+  RoiPoolBackwardProblem b{{shape_only(1, 2, 2), {{0, 0, 0, 1, 1}}, 1.0, 1, 1}, {1.0}, {4}};
+  for (const auto& e : roi_pool_backward(b, DType::fp32)) EXPECT_TRUE(e.unconstrained);
+  b.argmax = {0};
+  b.forward.rois[0].batch_index = 1;
+  for (const auto& e : roi_pool_backward(b, DType::fp32)) EXPECT_TRUE(e.unconstrained);
 }
 
 }  // namespace
