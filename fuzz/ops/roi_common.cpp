@@ -185,6 +185,9 @@ struct SumStage {
   const char* terms;
   const char* unit;  // what one term is called in the stage's name
   bool averaged;
+  // A running sum counts as overflowing where the kernel's (its rounding so far included) may
+  // round to infinity, not only where its true value does.
+  bool running_reach;
 };
 
 compare::OverflowExplainer sum_explainer(SumStage stage, std::function<std::vector<double>(std::size_t)> terms_of,
@@ -207,13 +210,19 @@ compare::OverflowExplainer sum_explainer(SumStage stage, std::function<std::vect
                                  : fmt::format("{} ({} {})", stage.name, terms.size(), stage.unit);
     if (overflows(sum)) return compare::StageOverflow{name, sum, sum, sum_dtype, arithmetic.source};
     if (overflows(reach)) return compare::StageOverflow{name, sum, reach, sum_dtype, arithmetic.source};
-    double running = 0;
+    const double unit_roundoff = float_format(sum_dtype).unit_roundoff;
+    double running = 0, magnitude = 0;
     for (std::size_t taken = 1; taken <= terms.size(); ++taken) {
       running += terms[taken - 1];
-      if (overflows(running))
+      magnitude += std::fabs(terms[taken - 1]);
+      const double partial_reach =
+          stage.running_reach
+              ? std::copysign(std::fabs(running) + static_cast<double>(taken - 1) * unit_roundoff * magnitude, running)
+              : running;
+      if (overflows(partial_reach))
         return compare::StageOverflow{fmt::format("the running sum of {} (after {} of {}; the final sum is {})",
                                                   stage.terms, taken, terms.size(), sum),
-                                      running, running, sum_dtype, arithmetic.source};
+                                      running, partial_reach, sum_dtype, arithmetic.source};
     }
     return std::nullopt;
   };
@@ -224,14 +233,14 @@ compare::OverflowExplainer sum_explainer(SumStage stage, std::function<std::vect
 compare::OverflowExplainer bin_sum_explainer(std::function<std::vector<double>(std::size_t)> samples_of,
                                              const std::vector<compare::ExpectedValue>& expected,
                                              const kernels::Arithmetic& arithmetic, DType dtype) {
-  return sum_explainer({"the sum of a bin's samples", "a bin's samples", "samples", true}, std::move(samples_of), expected,
+  return sum_explainer({"the sum of a bin's samples", "a bin's samples", "samples", true, false}, std::move(samples_of), expected,
                        arithmetic, dtype);
 }
 
 compare::OverflowExplainer gradient_sum_explainer(std::function<std::vector<double>(std::size_t)> terms_of,
                                                   const std::vector<compare::ExpectedValue>& expected,
                                                   const kernels::Arithmetic& arithmetic, DType dtype) {
-  return sum_explainer({kGradientSum, "an input element's gradient terms", "terms", false}, std::move(terms_of), expected,
+  return sum_explainer({kGradientSum, "an input element's gradient terms", "terms", false, true}, std::move(terms_of), expected,
                        arithmetic, dtype);
 }
 

@@ -121,7 +121,8 @@ compare::OverflowExplainer bin_sum_explainer(std::function<std::vector<double>(s
 
 // The same for a backward's gradient: the element is the sum of the terms its kernel adds into
 // it (terms_of(element), in the kernel's order), in the dtype the target declares for the
-// stage kGradientSum.
+// stage kGradientSum. A running sum is claimed where the kernel's may reach the dtype's
+// overflow: its true value plus the rounding of the additions so far, (i - 1) u sum |t_j|.
 inline constexpr const char* kGradientSum = "the sum of an input element's gradient terms";
 compare::OverflowExplainer gradient_sum_explainer(std::function<std::vector<double>(std::size_t)> terms_of,
                                                   const std::vector<compare::ExpectedValue>& expected,
@@ -216,16 +217,21 @@ compare::Judgement judge_gradient(const Problem& problem, const kernels::Target<
     if (auto* judgement = std::get_if<compare::Judgement>(&run)) return *judgement;
     outputs = std::get<std::vector<HostTensor>>(std::move(run));
   }
+  compare::Judgement judgement;
+  if (!taint.bad_batch_index.empty()) {
+    // What it wrote past grad_input may have landed in its own output: nothing of it is to judge.
+    judgement.outputs = {outputs.front()};
+    judgement.verdicts.push_back(accepted_bad_batch_index(problem.forward.rois, taint.bad_batch_index.front(), map.batch,
+                                                          "wrote outside grad_input"));
+    return judgement;
+  }
   const HostTensor& output = outputs.front();
   compare::OutputContract contract{"grad_input", {map.batch, map.channels, map.height, map.width},
                                    std::string(dtype_name(dtype)), device};
   const std::vector<compare::ExpectedValue> expected = timed_oracle(expected_of_clean);
-  compare::Judgement judgement = compare::compare_continuous(
+  judgement = compare::compare_continuous(
       output, expected, contract, dtype, gradient_sum_explainer(std::move(terms_of), expected, target.arithmetic, dtype));
   judgement.outputs = {output};
-  if (!taint.bad_batch_index.empty())
-    judgement.verdicts.push_back(accepted_bad_batch_index(problem.forward.rois, taint.bad_batch_index.front(), map.batch,
-                                                          "wrote outside grad_input"));
   if (!judgement.consistent() || taint.hostile) return judgement;
   if (auto doubled = doubled_values(problem.grad, dtype)) {
     Problem scaled = problem;
