@@ -26,6 +26,8 @@
 #include "oracles/ps_roi_pool.h"
 #include "oracles/roi_align.h"
 #include "oracles/roi_align_backward.h"
+#include "oracles/roi_pool.h"
+#include "oracles/roi_pool_backward.h"
 
 namespace detfuzz {
 namespace {
@@ -392,6 +394,37 @@ void BM_TorchvisionRoiAlignBackwardKernel(benchmark::State& state, bool position
   for (auto _ : state) benchmark::DoNotOptimize(call());
 }
 
+// RoIPool's backward on the RoIAlign benchmark's RoIs and map (7 x 7 bins), routed by the
+// argmax the fp64 forward oracle gives.
+RoiPoolBackwardProblem roi_pool_backward_problem(std::size_t rois) {
+  const RoiAlignProblem a = roi_align_problem(rois);
+  RoiPoolProblem forward{a.input, a.rois, a.spatial_scale, a.pooled_height, a.pooled_width};
+  RoiPoolBackwardProblem p;
+  for (const auto& e : oracles::roi_pool(forward, DType::fp32)) p.argmax.push_back(e.nominal.argmax);
+  forward.input.values = {};
+  p.forward = std::move(forward);
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> value(-4, 4);
+  for (std::size_t i = 0; i < p.argmax.size(); ++i) p.grad.push_back(static_cast<double>(static_cast<float>(value(rng))));
+  return p;
+}
+
+void BM_RoiPoolBackwardOracle(benchmark::State& state) {
+  const RoiPoolBackwardProblem p = roi_pool_backward_problem(static_cast<std::size_t>(state.range(0)));
+  benchmark::DoNotOptimize(oracles::roi_pool_backward(p, DType::fp32));
+  for (auto _ : state) benchmark::DoNotOptimize(oracles::roi_pool_backward(p, DType::fp32));
+}
+
+// The target's run: it builds the grad and argmax tensors per call (the kernel alone is the
+// smaller part at these sizes).
+void BM_TorchvisionRoiPoolBackward(benchmark::State& state) {
+  static const auto targets = kernels::roi_pool_backward_targets(kConfig);
+  const auto& torchvision = target_named(targets, "torchvision");
+  const RoiPoolBackwardProblem p = roi_pool_backward_problem(static_cast<std::size_t>(state.range(0)));
+  benchmark::DoNotOptimize(torchvision.run(p, DType::fp32, Device::cpu));
+  for (auto _ : state) benchmark::DoNotOptimize(torchvision.run(p, DType::fp32, Device::cpu));
+}
+
 #define DETFUZZ_BOX_SIZES ->Arg(10)->Arg(1000)->Arg(10000)->Arg(30000)->Unit(benchmark::kMillisecond)
 BENCHMARK(BM_NmsOracle) DETFUZZ_BOX_SIZES;
 BENCHMARK(BM_NmsOracleQuadratic)->Arg(10)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
@@ -422,6 +455,8 @@ BENCHMARK_CAPTURE(BM_RoiAlignBackwardOracle, roi_align, false) DETFUZZ_ROI_COUNT
 BENCHMARK_CAPTURE(BM_TorchvisionRoiAlignBackwardKernel, roi_align, false) DETFUZZ_ROI_COUNTS;
 BENCHMARK_CAPTURE(BM_RoiAlignBackwardOracle, ps_roi_align, true) DETFUZZ_ROI_COUNTS;
 BENCHMARK_CAPTURE(BM_TorchvisionRoiAlignBackwardKernel, ps_roi_align, true) DETFUZZ_ROI_COUNTS;
+BENCHMARK(BM_RoiPoolBackwardOracle) DETFUZZ_ROI_COUNTS;
+BENCHMARK(BM_TorchvisionRoiPoolBackward) DETFUZZ_ROI_COUNTS;
 BENCHMARK_CAPTURE(BM_GenerateCase, nms, &gen::nms_problem)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_GenerateCase, batched_nms, &gen::batched_nms_problem)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_GenerateCase, regression_loss, &gen::regression_loss_problem)->Unit(benchmark::kMicrosecond);
