@@ -50,7 +50,8 @@
              "-> (Tensor, Tensor)")                                                                             \
   DETFUZZ_OP(roi_align_backward, RoiAlignBackwardProblem, nullptr)                                                 \
   DETFUZZ_OP(ps_roi_align_backward, RoiAlignBackwardProblem, nullptr)                                            \
-  DETFUZZ_OP(roi_pool_backward, RoiPoolBackwardProblem, nullptr)
+  DETFUZZ_OP(roi_pool_backward, RoiPoolBackwardProblem, nullptr)                                                \
+  DETFUZZ_OP(deform_conv2d, DeformConv2dProblem, nullptr)
 
 namespace detfuzz {
 
