@@ -92,9 +92,11 @@ double largest_magnitude(const DeformConv2dProblem& p, const Layout& l, std::int
 struct Tiers {
   std::array<DType, 2> dtype;
   std::array<double, 2> u;
+  std::array<double, 2> eta;  // half the subnormal spacing: a rounding's absolute error floor
   explicit Tiers(DType storage)
       : dtype{accumulate_type(storage), storage},
-        u{float_format(accumulate_type(storage)).unit_roundoff, float_format(storage).unit_roundoff} {}
+        u{float_format(accumulate_type(storage)).unit_roundoff, float_format(storage).unit_roundoff},
+        eta{float_format(accumulate_type(storage)).min_normal * u[0], float_format(storage).min_normal * u[1]} {}
 };
 
 // How far a tier's rounded sample position may be from the exact one: one rounding of
@@ -111,6 +113,7 @@ double position_error(DType dtype, double u, double base, double offset) {
 // One column entry (mask x sample) and, per tier, the bound of the kernel's error in it.
 struct Column {
   double value = 0;
+  double peak = 0;  // the largest magnitude on its path (|mask| x the bilinear products' sum)
   std::array<double, 2> error{};
 };
 
@@ -125,6 +128,7 @@ Column column_entry(const DeformConv2dProblem& p, const Layout& l, const Tiers& 
   const Bilinear sample = bilinear(p, l, b, ch, y, x);
   Column column;
   column.value = m * sample.value;
+  column.peak = std::fabs(m) * sample.magnitude;
   double slope = -1;  // computed when a tier needs it
   for (std::size_t t = 0; t < 2; ++t) {
     const double u = tiers.u[t];
@@ -139,9 +143,11 @@ Column column_entry(const DeformConv2dProblem& p, const Layout& l, const Tiers& 
       }
     }
     // 1 - ly, the two weight products, the four value products and three additions: at most
-    // seven roundings on each term's path, eight with the second-order slack.
-    const double sample_error = 8 * u * sample.magnitude + position_term;
-    column.error[t] = std::fabs(m) * sample_error + (p.use_mask ? u * std::fabs(column.value) : 0.0);
+    // seven roundings on each term's path, eight with the second-order slack; each of them,
+    // below the normal range, loses up to half the subnormal spacing (`eta`) whatever the value.
+    const double eta = tiers.eta[t];
+    const double sample_error = 8 * (u * sample.magnitude + eta) + position_term;
+    column.error[t] = std::fabs(m) * sample_error + (p.use_mask ? u * std::fabs(column.value) + eta : 0.0);
   }
   return column;
 }
@@ -183,8 +189,8 @@ std::vector<DeformConv2dElement> deform_conv2d(const DeformConv2dProblem& p, DTy
   // entries of every output position, then per output channel the sums over the group's rows,
   // output positions innermost so that the loops vectorize.
   std::vector<double> value(static_cast<std::size_t>(l.c * l.taps) * plane_size), magnitude(value.size()),
-      strict_error(value.size()), storage_error(value.size());
-  std::vector<double> sum(plane_size), reach(plane_size), strict(plane_size), store(plane_size);
+      strict_error(value.size()), storage_error(value.size()), peak(value.size());
+  std::vector<double> sum(plane_size), reach(plane_size), strict(plane_size), store(plane_size), highest(plane_size);
   for (std::int64_t b = 0; b < l.n; ++b) {
     for (std::int64_t ch = 0; ch < l.c; ++ch)
       for (std::int64_t tap = 0; tap < l.taps; ++tap)
@@ -196,12 +202,14 @@ std::vector<DeformConv2dElement> deform_conv2d(const DeformConv2dProblem& p, DTy
             magnitude[at] = std::fabs(column.value);
             strict_error[at] = column.error[0];
             storage_error[at] = column.error[1];
+            peak[at] = column.peak;
           }
     for (std::int64_t out = 0; out < l.o; ++out) {
       std::fill(sum.begin(), sum.end(), 0.0);
       std::fill(reach.begin(), reach.end(), 0.0);
       std::fill(strict.begin(), strict.end(), 0.0);
       std::fill(store.begin(), store.end(), 0.0);
+      std::fill(highest.begin(), highest.end(), 0.0);
       const std::int64_t first_row = (out / l.group_outputs) * rows;
       for (std::int64_t r = 0; r < rows; ++r) {
         const double w = p.weight[l.weight(out, r / l.taps, r % l.taps)], aw = std::fabs(w);
@@ -211,6 +219,9 @@ std::vector<DeformConv2dElement> deform_conv2d(const DeformConv2dProblem& p, DTy
           reach[q] += aw * magnitude[base + q];
           strict[q] += aw * strict_error[base + q];
           store[q] += aw * storage_error[base + q];
+          // A column entry past the range is infinite in the kernel whatever its weight (times
+          // a zero weight it is NaN).
+          highest[q] = std::max(highest[q], peak[base + q]);
         }
       }
       const double bias = p.bias[static_cast<std::size_t>(out)];
@@ -219,22 +230,25 @@ std::vector<DeformConv2dElement> deform_conv2d(const DeformConv2dProblem& p, DTy
         e.sum = sum[q];
         e.value = sum[q] + bias;
         // Our own fp64 sum is off by at most n u64 reach; the kernel's in any order by n u
-        // reach, plus the rounding of the stored sum and of the bias's addition.
+        // reach, plus the rounding of the stored sum and of the bias's addition; each of its
+        // 2 n + 2 roundings may also lose the tier's subnormal floor.
         const double own = (terms + 1) * 0x1p-53 * reach[q];
         const auto tier_bound = [&](std::size_t t, double column_errors) {
           const double u = tiers.u[t];
-          return 1.0001 * (column_errors + terms * u * reach[q] + u * std::fabs(e.sum) + u * std::fabs(e.value)) + own;
+          return 1.0001 * (column_errors + terms * u * reach[q] + u * std::fabs(e.sum) + u * std::fabs(e.value) +
+                           (2 * terms + 2) * tiers.eta[t]) +
+                 own;
         };
         e.strict_bound = tier_bound(0, strict[q]);
         e.storage_bound = tier_bound(1, store[q]);
-        e.range_ok = reach[q] + std::fabs(bias) <= accumulate_max;
+        e.range_ok = reach[q] + std::fabs(bias) <= accumulate_max && highest[q] <= accumulate_max;
       }
     }
   }
   return answer;
 }
 
-std::vector<double> deform_conv2d_terms(const DeformConv2dProblem& p, std::size_t element) {
+std::vector<DeformConv2dTerm> deform_conv2d_terms(const DeformConv2dProblem& p, std::size_t element) {
   if (deform_conv2d_shape_error(p)) return {};
   const Layout l(p);
   const Tiers tiers(DType::fp64);
@@ -244,11 +258,11 @@ std::vector<double> deform_conv2d_terms(const DeformConv2dProblem& p, std::size_
   const auto out = static_cast<std::int64_t>((element / plane) % static_cast<std::size_t>(l.o));
   const auto b = static_cast<std::int64_t>(element / plane / static_cast<std::size_t>(l.o));
   const std::int64_t group = out / l.group_outputs;
-  std::vector<double> terms;
+  std::vector<DeformConv2dTerm> terms;
   for (std::int64_t gc = 0; gc < l.group_channels; ++gc)
     for (std::int64_t tap = 0; tap < l.taps; ++tap) {
       const Column column = column_entry(p, l, tiers, b, group * l.group_channels + gc, tap, q / l.ow, q % l.ow);
-      terms.push_back(p.weight[l.weight(out, gc, tap)] * column.value);
+      terms.push_back({p.weight[l.weight(out, gc, tap)], column.value, column.peak});
     }
   return terms;
 }

@@ -48,8 +48,16 @@ std::vector<DeformConv2dElement> deform_conv2d(const DeformConv2dProblem& proble
 // The fp64 bilinear value of input[n, c] at (y, x) by the kernel's rules.
 double deform_bilinear(const DeformConv2dProblem& problem, std::int64_t n, std::int64_t c, double y, double x);
 
-// The terms one output element sums (weight x mask x sample, in the kernel's column order: the
-// group's channels outer, taps inner), without the bias: what explains an overflowing sum.
-std::vector<double> deform_conv2d_terms(const DeformConv2dProblem& problem, std::size_t element);
+// One term of an output element's sum: weight x column, the column being the kernel's im2col
+// entry (mask x bilinear sample), `peak` the largest magnitude on the column's path (|mask|
+// times the sum of the bilinear products' magnitudes).
+struct DeformConv2dTerm {
+  double weight = 0, column = 0, peak = 0;
+  double value() const { return weight * column; }
+};
+
+// The terms one output element sums, in the kernel's column order (the group's channels outer,
+// taps inner), without the bias: what explains an overflowing column or sum.
+std::vector<DeformConv2dTerm> deform_conv2d_terms(const DeformConv2dProblem& problem, std::size_t element);
 
 }  // namespace detfuzz::oracles

@@ -99,24 +99,34 @@ std::vector<compare::ExpectedValue> expected_values(const std::vector<oracles::D
 // the dtype the target sums in while the biased output fits; else a running sum over the
 // terms in column order (the group's channels outer, taps inner) that may do so.
 constexpr const char* kConvolutionSum = "the convolution sum before the bias";
+// The im2col columns (mask x bilinear sample), which the kernel stores in the input's dtype:
+// a mask beyond 1 takes a sample of a large map value past that dtype's range.
+constexpr const char* kColumns = "the im2col columns (mask x bilinear sample)";
 
 compare::OverflowExplainer convolution_sum_explainer(const DeformConv2dProblem& problem,
                                                      const std::vector<oracles::DeformConv2dElement>& answer,
                                                      const kernels::Arithmetic& arithmetic, DType dtype) {
   const DType sum_dtype = arithmetic.dtype_of(kConvolutionSum, dtype);
-  if (sum_dtype == accumulate_type(dtype)) return {};
-  return [&problem, &answer, &arithmetic, sum_dtype](std::size_t element) -> std::optional<compare::StageOverflow> {
+  if (sum_dtype == accumulate_type(dtype) && arithmetic.dtype_of(kColumns, dtype) == accumulate_type(dtype)) return {};
+  return [&problem, &answer, &arithmetic, sum_dtype, dtype](std::size_t element) -> std::optional<compare::StageOverflow> {
     const oracles::DeformConv2dElement& e = answer[element];
     auto overflows = [sum_dtype](double value) { return std::isinf(round_to(sum_dtype, value)); };
     const double reach = std::copysign(std::fabs(e.sum) + e.storage_bound, e.sum);
     if (overflows(e.sum)) return compare::StageOverflow{kConvolutionSum, e.sum, e.sum, sum_dtype, arithmetic.source};
     if (overflows(reach)) return compare::StageOverflow{kConvolutionSum, e.sum, reach, sum_dtype, arithmetic.source};
-    const std::vector<double> terms = oracles::deform_conv2d_terms(problem, element);
+    const std::vector<oracles::DeformConv2dTerm> terms = oracles::deform_conv2d_terms(problem, element);
+    const DType column_dtype = arithmetic.dtype_of(kColumns, dtype);
+    if (column_dtype != accumulate_type(dtype))
+      for (std::size_t k = 0; k < terms.size(); ++k)
+        if (std::isinf(round_to(column_dtype, terms[k].peak)))
+          return compare::StageOverflow{fmt::format("{} (entry {} of {} in column order)", kColumns, k + 1, terms.size()),
+                                        terms[k].column, std::copysign(terms[k].peak, terms[k].column), column_dtype,
+                                        arithmetic.source};
     const double u = float_format(sum_dtype).unit_roundoff;
     double running = 0, magnitude = 0;
     for (std::size_t taken = 1; taken <= terms.size(); ++taken) {
-      running += terms[taken - 1];
-      magnitude += std::fabs(terms[taken - 1]);
+      running += terms[taken - 1].value();
+      magnitude += std::fabs(terms[taken - 1].value());
       const double partial = std::copysign(std::fabs(running) + static_cast<double>(taken - 1) * u * magnitude, running);
       if (overflows(partial))
         return compare::StageOverflow{
@@ -126,6 +136,35 @@ compare::OverflowExplainer convolution_sum_explainer(const DeformConv2dProblem& 
     }
     return std::nullopt;
   };
+}
+
+// Whether every product on an output's path (weight x mask x bilinear weights x map value)
+// stays in the dtype's normal range, before and after doubling the map and the bias: below it
+// rounding is absolute, not relative, and doubling is not exact (a weight of 1e-30 in fp32).
+// The bilinear weights are at least the smallest distance of an offset from an integer (the
+// positions' integer parts are exact) or, once rounded, the unit roundoff.
+bool doubling_is_exact(const DeformConv2dProblem& p, DType dtype) {
+  const FloatFormat& format = float_format(dtype);
+  auto smallest = [](const std::vector<double>& values, double none) {
+    double least = none;
+    for (double v : values)
+      if (v != 0) least = std::min(least, std::fabs(v));
+    return least;
+  };
+  auto largest = [](const std::vector<double>& values) {
+    double most = 0;
+    for (double v : values) most = std::max(most, std::fabs(v));
+    return most;
+  };
+  double fraction = format.unit_roundoff;
+  for (double d : p.offset)
+    if (d != std::round(d)) fraction = std::min(fraction, std::fabs(d - std::round(d)));
+  const std::vector<double> no_mask{1.0};
+  const std::vector<double>& mask = p.use_mask ? p.mask : no_mask;
+  const double lowest = smallest(p.input, 1) * smallest(p.weight, 1) * smallest(mask, 1) * fraction * fraction;
+  const double terms = static_cast<double>((p.in_channels / std::max<std::int64_t>(p.groups, 1)) * p.kernel_h * p.kernel_w);
+  const double highest = 2 * (largest(p.input) * largest(p.weight) * std::max(1.0, largest(mask)) * terms + largest(p.bias));
+  return lowest >= std::ldexp(format.min_normal, 8) && highest <= std::ldexp(format.max_finite, -8);
 }
 
 // A problem whose shapes the kernel must refuse: no verdict when it raises, one when it returns.
@@ -154,7 +193,7 @@ compare::Judgement judge(const DeformConv2dProblem& problem, const DeformTarget&
   compare::Judgement judgement = compare::compare_continuous(
       output, expected, contract, dtype, convolution_sum_explainer(taint.clean, answer, target.arithmetic, dtype));
   judgement.outputs = {output};
-  if (!judgement.consistent() || taint.hostile) return judgement;
+  if (!judgement.consistent() || taint.hostile || !doubling_is_exact(problem, dtype)) return judgement;
   auto input = doubled_values(problem.input, dtype);
   auto bias = doubled_values(problem.bias, dtype);
   if (!input || !bias) return judgement;
