@@ -21,6 +21,7 @@
 #include "kernels/torchvision/dispatch.h"
 #include "oracles/batched_nms.h"
 #include "oracles/box_iou.h"
+#include "oracles/deform_conv2d.h"
 #include "oracles/giou.h"
 #include "oracles/nms.h"
 #include "oracles/ps_roi_pool.h"
@@ -425,6 +426,44 @@ void BM_TorchvisionRoiPoolBackward(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(torchvision.run(p, DType::fp32, Device::cpu));
 }
 
+// A ResNet-like 3x3 deformable layer: N x 64 x 56 x 56, 64 outputs, padding 1, offsets within
+// two pixels, a mask (DCNv2), values fp32-representable.
+DeformConv2dProblem deform_conv2d_layer(std::int64_t batch) {
+  DeformConv2dProblem p;
+  p.batch = batch;
+  p.in_channels = p.out_channels = 64;
+  p.height = p.width = 56;
+  p.kernel_h = p.kernel_w = 3;
+  p.pad_h = p.pad_w = 1;
+  p.use_mask = true;
+  std::mt19937_64 rng(11);
+  auto fill = [&rng](std::vector<double>& values, std::size_t n, double low, double high) {
+    std::uniform_real_distribution<double> value(low, high);
+    for (std::size_t i = 0; i < n; ++i) values.push_back(static_cast<double>(static_cast<float>(value(rng))));
+  };
+  const auto plane = static_cast<std::size_t>(p.out_height() * p.out_width()), n = static_cast<std::size_t>(batch);
+  fill(p.input, n * 64 * 56 * 56, -1, 1);
+  fill(p.weight, 64 * 64 * 9, -0.1, 0.1);
+  fill(p.offset, n * 18 * plane, -2, 2);
+  fill(p.mask, n * 9 * plane, 0, 1);
+  fill(p.bias, 64, -1, 1);
+  return p;
+}
+
+void BM_DeformConv2dOracle(benchmark::State& state) {
+  const DeformConv2dProblem p = deform_conv2d_layer(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(oracles::deform_conv2d(p, DType::fp32));
+}
+
+// The target's run: torchvision::deform_conv2d through the dispatcher, tensors built per call.
+void BM_TorchvisionDeformConv2d(benchmark::State& state) {
+  static const auto targets = kernels::deform_conv2d_targets(kConfig);
+  const auto& torchvision = target_named(targets, "torchvision");
+  const DeformConv2dProblem p = deform_conv2d_layer(state.range(0));
+  benchmark::DoNotOptimize(torchvision.run(p, DType::fp32, Device::cpu));
+  for (auto _ : state) benchmark::DoNotOptimize(torchvision.run(p, DType::fp32, Device::cpu));
+}
+
 #define DETFUZZ_BOX_SIZES ->Arg(10)->Arg(1000)->Arg(10000)->Arg(30000)->Unit(benchmark::kMillisecond)
 BENCHMARK(BM_NmsOracle) DETFUZZ_BOX_SIZES;
 BENCHMARK(BM_NmsOracleQuadratic)->Arg(10)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
@@ -457,6 +496,8 @@ BENCHMARK_CAPTURE(BM_RoiAlignBackwardOracle, ps_roi_align, true) DETFUZZ_ROI_COU
 BENCHMARK_CAPTURE(BM_TorchvisionRoiAlignBackwardKernel, ps_roi_align, true) DETFUZZ_ROI_COUNTS;
 BENCHMARK(BM_RoiPoolBackwardOracle) DETFUZZ_ROI_COUNTS;
 BENCHMARK(BM_TorchvisionRoiPoolBackward) DETFUZZ_ROI_COUNTS;
+BENCHMARK(BM_DeformConv2dOracle)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TorchvisionDeformConv2d)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_GenerateCase, nms, &gen::nms_problem)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_GenerateCase, batched_nms, &gen::batched_nms_problem)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_GenerateCase, regression_loss, &gen::regression_loss_problem)->Unit(benchmark::kMicrosecond);

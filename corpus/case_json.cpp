@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include "model/error.h"
 
@@ -562,6 +564,89 @@ BoxIouProblem box_iou_problem_from_json(const nlohmann::json& json) {
                                       std::to_string(problem.boxes2.size()) + " IoUs exceed the " +
                                       std::to_string(kMaxIousPerCase) + " a case may hold; split boxes1");
   return problem;
+}
+
+}  // namespace detfuzz::corpus
+
+namespace detfuzz::corpus {
+
+nlohmann::json to_json(const DeformConv2dProblem& p) {
+  return {{"input_shape", {p.batch, p.in_channels, p.height, p.width}},
+          {"out_channels", p.out_channels},
+          {"kernel", {p.kernel_h, p.kernel_w}},
+          {"stride", {p.stride_h, p.stride_w}},
+          {"padding", {p.pad_h, p.pad_w}},
+          {"dilation", {p.dilation_h, p.dilation_w}},
+          {"groups", p.groups},
+          {"offset_groups", p.offset_groups},
+          {"use_mask", p.use_mask},
+          {"input", doubles_json(p.input)},
+          {"weight", doubles_json(p.weight)},
+          {"offset", doubles_json(p.offset)},
+          {"mask", doubles_json(p.mask)},
+          {"bias", doubles_json(p.bias)}};
+}
+
+namespace {
+
+// A pair of integers [a, b], each in [min, max].
+std::pair<std::int64_t, std::int64_t> integer_pair(const nlohmann::json& json, const std::string& key,
+                                                   const std::string& what, std::int64_t min, std::int64_t max) {
+  const auto& pair = field(json, key, what);
+  const std::string expected = "[height, width], integers in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() || !pair[1].is_number_integer())
+    malformed(what + "." + key, expected, pair);
+  const auto a = pair[0].get<std::int64_t>(), b = pair[1].get<std::int64_t>();
+  if (a < min || a > max || b < min || b > max) malformed(what + "." + key, expected, pair);
+  return {a, b};
+}
+
+}  // namespace
+
+DeformConv2dProblem deform_conv2d_problem_from_json(const nlohmann::json& json) {
+  const std::string what = "deform_conv2d input";
+  DeformConv2dProblem p;
+  const auto& shape = field(json, "input_shape", what);
+  if (!shape.is_array() || shape.size() != 4) malformed(what + ".input_shape", "[batch, channels, height, width]", shape);
+  std::int64_t* dims[4] = {&p.batch, &p.in_channels, &p.height, &p.width};
+  for (std::size_t d = 0; d < 4; ++d) {
+    const std::int64_t least = d == 0 ? 0 : 1;  // an empty batch is a case of its own
+    if (!shape[d].is_number_integer() || shape[d].get<std::int64_t>() < least ||
+        shape[d].get<std::int64_t>() > kMaxFeatureValues)
+      malformed(what + ".input_shape[" + std::to_string(d) + "]", d == 0 ? "a non-negative integer" : "a positive integer",
+                shape[d]);
+    *dims[d] = shape[d].get<std::int64_t>();
+  }
+  p.out_channels = integer_field(json, "out_channels", what, 1, 1 << 16);
+  std::tie(p.kernel_h, p.kernel_w) = integer_pair(json, "kernel", what, 1, 64);
+  std::tie(p.stride_h, p.stride_w) = integer_pair(json, "stride", what, 1, 64);
+  std::tie(p.pad_h, p.pad_w) = integer_pair(json, "padding", what, 0, 1024);
+  std::tie(p.dilation_h, p.dilation_w) = integer_pair(json, "dilation", what, 1, 64);
+  p.groups = integer_field(json, "groups", what, 1, 1 << 16);
+  p.offset_groups = integer_field(json, "offset_groups", what, 1, 1 << 16);
+  const auto& use_mask = field(json, "use_mask", what);
+  if (!use_mask.is_boolean()) malformed(what + ".use_mask", "true or false", use_mask);
+  p.use_mask = use_mask.get<bool>();
+  if (p.out_height() <= 0 || p.out_width() <= 0)
+    throw Error(ErrorKind::input, what + ": the output would be " + std::to_string(p.out_height()) + " x " +
+                                      std::to_string(p.out_width()) +
+                                      "; give a map at least as large as the dilated kernel minus the padding");
+  // Every tensor's size from the shapes, each capped as a feature map is.
+  const std::int64_t taps = p.kernel_h * p.kernel_w, plane = p.out_height() * p.out_width();
+  auto count = [&](const char* name, std::initializer_list<std::int64_t> dims_of) {
+    double total = 1;
+    for (std::int64_t d : dims_of) total *= static_cast<double>(d);
+    if (total > static_cast<double>(kMaxFeatureValues))
+      throw Error(ErrorKind::input, what + "." + name + ": the shapes ask for " + nlohmann::json(total).dump() + " values, more than " +
+                                        std::to_string(kMaxFeatureValues) + "; use a smaller map, batch or kernel");
+    return static_cast<std::size_t>(total);
+  };
+  p.input = doubles_from_json(json, "input", what, count("input", {p.batch, p.in_channels, p.height, p.width}));
+  p.weight = doubles_from_json(json, "weight", what, count("weight", {p.out_channels, p.in_channels / p.groups, taps}));
+  p.offset = doubles_from_json(json, "offset", what, count("offset", {p.batch, 2 * p.offset_groups * taps, plane}));
+  p.mask = doubles_from_json(json, "mask", what, p.use_mask ? count("mask", {p.batch, p.offset_groups * taps, plane}) : 0);
+  p.bias = doubles_from_json(json, "bias", what, static_cast<std::size_t>(p.out_channels));
+  return p;
 }
 
 }  // namespace detfuzz::corpus

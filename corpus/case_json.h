@@ -30,6 +30,7 @@ nlohmann::json to_json(const RoiAlignProblem& problem);
 nlohmann::json to_json(const RoiPoolProblem& problem);
 nlohmann::json to_json(const RoiAlignBackwardProblem& problem);
 nlohmann::json to_json(const RoiPoolBackwardProblem& problem);
+nlohmann::json to_json(const DeformConv2dProblem& problem);
 
 // Per-case resource caps: a case file (or a generator) asking for more is refused with the
 // numbers and the fix, so that no case can exhaust memory.
@@ -57,5 +58,10 @@ RoiAlignBackwardProblem roi_align_backward_problem_from_json(const nlohmann::jso
 // "input_shape", "grad" ([K, C, PH, PW] values) and "argmax" (as many integers, each -1 or a
 // row-major index into the H x W plane).
 RoiPoolBackwardProblem roi_pool_backward_problem_from_json(const nlohmann::json& json);
+// "input_shape" [N, C, H, W] (N may be 0), "out_channels", "kernel", "stride", "padding",
+// "dilation" ([h, w] pairs), "groups", "offset_groups", "use_mask", and the flat row-major
+// values "input", "weight" [O, C / groups, KH, KW], "offset" [N, 2 offset_groups KH KW, OH, OW],
+// "mask" (as many without the 2, empty without use_mask) and "bias" [O].
+DeformConv2dProblem deform_conv2d_problem_from_json(const nlohmann::json& json);
 
 }  // namespace detfuzz::corpus

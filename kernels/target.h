@@ -113,7 +113,7 @@ const LibraryStatus& load_torchvision(const KernelConfig& config);
 
 // Each op family's targets (model/op_table.h): the library's first, then detfuzz's own, then
 // the planted ones, then the user's --bind.
-#define DETFUZZ_DECLARE_TARGETS(name, Problem, bind_contract) \
+#define DETFUZZ_DECLARE_TARGETS(name, Problem, size_unit, bind_contract) \
   std::vector<Target<Problem>> name##_targets(const KernelConfig& config);
 DETFUZZ_OP_TABLE(DETFUZZ_DECLARE_TARGETS)
 #undef DETFUZZ_DECLARE_TARGETS

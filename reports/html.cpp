@@ -357,7 +357,7 @@ std::string html_report(const Report& report) {
     html += "<p>" + markup_escaped(f.message) + "</p>\n";
     if (!f.outside_contract.empty())
       html += "<p class=\"contract\">outside the documented contract: " + markup_escaped(f.outside_contract) + "</p>\n";
-    html += fmt::format("<p>minimized to {} (from {}) in {} step(s); found after {} case(s).</p>\n", f.size, f.original_size,
+    html += fmt::format("<p>minimized to {} in {} step(s); found after {} case(s).</p>\n", markup_escaped(minimized_size(f)),
                         f.shrink_steps, f.found_after_cases);
     html += picture(f);
     html += values_table(f.details);

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "corpus/atomic_file.h"
+#include "model/op_table.h"
 #include "reports/html.h"
 
 namespace detfuzz::reports {
@@ -26,6 +27,10 @@ std::string markup_escaped(const std::string& text) {
   return out;
 }
 
+std::string minimized_size(const FindingRecord& f) {
+  return fmt::format("{} {} (from {})", f.size, op_size_unit(f.op), f.original_size);
+}
+
 namespace {
 
 std::string finding_line(const FindingRecord& f) {
@@ -33,8 +38,8 @@ std::string finding_line(const FindingRecord& f) {
 }
 
 std::string finding_body(const FindingRecord& f) {
-  std::string body = fmt::format("{}\nminimized to {} (from {}), found after {} cases\nreplay: {}\n", finding_line(f),
-                                 f.size, f.original_size, f.found_after_cases, f.replay);
+  std::string body = fmt::format("{}\nminimized to {}, found after {} cases\nreplay: {}\n", finding_line(f),
+                                 minimized_size(f), f.found_after_cases, f.replay);
   if (!f.case_file.empty()) body += "case file: " + f.case_file + "\n";
   return body;
 }
@@ -105,7 +110,7 @@ std::string markdown_summary(const Report& report) {
       md += fmt::format("- **{}** `{}/{}/{}` {}{}: {}\n", f.fails ? "failing" : "not failing", f.op, f.target, f.dtype,
                         f.kind, f.property.empty() ? "" : "/" + f.property, markdown_cell(f.message));
       if (!f.outside_contract.empty()) md += "  outside the contract: " + markdown_cell(f.outside_contract) + "\n";
-      md += fmt::format("  minimized to {} (from {}); replay: `{}`\n", f.size, f.original_size, f.replay);
+      md += fmt::format("  minimized to {}; replay: `{}`\n", minimized_size(f), f.replay);
     }
   }
   return md;

@@ -22,6 +22,9 @@ std::string markdown_summary(const Report& report);
 // become spaces.
 std::string markup_escaped(const std::string& text);
 
+// "3 RoIs (from 40)": a minimized finding's size in its op's unit (model/op_table.h).
+std::string minimized_size(const FindingRecord& f);
+
 // report.json, junit.xml, summary.md and report.html (reports/html.h) in `dir`; returns
 // report.json's path.
 std::string write_report_files(const Report& report, const std::string& dir);

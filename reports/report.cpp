@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "model/error.h"
+#include "reports/render.h"
 
 namespace detfuzz::reports {
 
@@ -349,8 +350,8 @@ void print_summary(const Report& report, std::ostream& out) {
                f.outside_contract.empty() ? "" : ", outside the documented contract", f.op, f.target, f.dtype,
                f.device, f.property, f.message);
     if (!f.outside_contract.empty()) fmt::print(out, "      outside the contract: {}\n", f.outside_contract);
-    fmt::print(out, "      {} boxes (from {}), seen in {} case(s), first after {} cases / {:.1f} s\n",
-               f.size, f.original_size, f.occurrences, f.found_after_cases, f.found_after_s);
+    fmt::print(out, "      {}, seen in {} case(s), first after {} cases / {:.1f} s\n", minimized_size(f),
+               f.occurrences, f.found_after_cases, f.found_after_s);
     std::string input = f.input.dump();
     if (input.size() > 300) input = input.substr(0, 297) + "...";
     fmt::print(out, "      input: {}\n      replay: {}\n", input, f.replay);

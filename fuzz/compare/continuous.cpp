@@ -45,6 +45,11 @@ std::string verdict_message(FindingKind kind, const std::string& where, double k
                        got, o.stage, dtype_name(o.dtype), o.source.empty() ? "" : " (" + o.source + ")", o.value,
                        reach, dtype_name(o.dtype), float_format(o.dtype).max_finite, dtype_name(strict));
   }
+  const double dtype_max = float_format(input_dtype).max_finite;
+  if (kind == FindingKind::overflow && e.range_ok && std::isfinite(e.value) && std::fabs(e.value) > dtype_max)
+    return fmt::format("{}: the true value is beyond {}'s largest finite {}, so an infinity is what {} holds of it "
+                       "(a range hazard of these values)",
+                       got, dtype_name(input_dtype), dtype_max, dtype_name(input_dtype));
   if (kind == FindingKind::overflow)
     return fmt::format("{}: the true intermediates leave {}'s range, so no {} kernel can be held to a bound "
                        "(a range hazard of these values)",

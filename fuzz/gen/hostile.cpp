@@ -186,3 +186,20 @@ rc::Gen<RoiPoolBackwardProblem> hostile(rc::Gen<RoiPoolBackwardProblem> valid, D
 }
 
 }  // namespace detfuzz::gen
+
+namespace detfuzz::gen {
+
+// deform_conv2d: hostile numbers into the map, the offsets (NaN positions reach the kernel's
+// int casts) or the mask; field 0-1 the map, 2-3 the offsets, 4 the mask (the map without one).
+rc::Gen<DeformConv2dProblem> hostile(rc::Gen<DeformConv2dProblem> valid, DType dtype) {
+  return rc::gen::map(rc::gen::pair(valid, edits(dtype)), [](std::pair<DeformConv2dProblem, std::vector<Edit>> p) {
+    DeformConv2dProblem& problem = p.first;
+    for (const Edit& e : p.second) {
+      std::vector<double>& values = e.field < 2 ? problem.input : e.field < 4 || problem.mask.empty() ? problem.offset : problem.mask;
+      if (!values.empty()) values[e.element % values.size()] = e.value;
+    }
+    return problem;
+  });
+}
+
+}  // namespace detfuzz::gen

@@ -18,8 +18,8 @@ std::vector<double> rounded(DType dtype, std::vector<double> values) {
   return values;
 }
 
-// Values for `count` positions of a map of `height` x `width` (repeated per image and
-// channel), by kind.
+}  // namespace
+
 rc::Gen<std::vector<double>> map_values(DType dtype, std::int64_t count, std::int64_t height, std::int64_t width) {
   const auto n = static_cast<std::size_t>(count);
   auto constant = rc::gen::map(in_range(-8, 9), [n](int c) { return std::vector<double>(n, c); });
@@ -52,6 +52,8 @@ rc::Gen<std::vector<double>> map_values(DType dtype, std::int64_t count, std::in
   return rc::gen::map(weighted<std::vector<double>>({{2, constant}, {3, ramp}, {2, checkerboard}, {4, noise}, {1, huge}}),
                       [dtype](std::vector<double> values) { return rounded(dtype, std::move(values)); });
 }
+
+namespace {
 
 // Corners and extents in 1/64ths of the image (plus an off-grid fraction in 1/1024ths of a
 // pixel), by placement; `count` RoIs. Columns of a row: the placement (weights 4 / 2 / 1 /

@@ -16,6 +16,11 @@ rc::Gen<FeatureMap> feature_map(DType dtype);
 // The same with the channel count drawn from `channels`.
 rc::Gen<FeatureMap> feature_map(DType dtype, rc::Gen<std::int64_t> channels);
 
+// Values for `count` positions of a map of `height` x `width` (repeated per image and
+// channel), by kind: constant, ramps (smooth), checkerboards (high frequency), dyadic noise,
+// magnitudes near the dtype's maximum; rounded to `dtype`.
+rc::Gen<std::vector<double>> map_values(DType dtype, std::int64_t count, std::int64_t height, std::int64_t width);
+
 // RoIs for `map` at `spatial_scale`, in image coordinates: inside, partly or wholly
 // outside, negative, zero-size, sub-pixel, very large; batch indices over every image.
 rc::Gen<std::vector<Roi>> rois(const FeatureMap& map, double spatial_scale, DType dtype, int max_rois);

@@ -140,7 +140,7 @@ Registry default_registry(const kernels::KernelConfig& config);
 
 // Each op family's harness over its targets (model/op_table.h): what default_registry builds,
 // and what tests build over targets of their own.
-#define DETFUZZ_DECLARE_HARNESS(name, Problem, bind_contract) \
+#define DETFUZZ_DECLARE_HARNESS(name, Problem, size_unit, bind_contract) \
   std::unique_ptr<OpHarness> make_##name##_harness(std::vector<kernels::Target<Problem>> targets);
 DETFUZZ_OP_TABLE(DETFUZZ_DECLARE_HARNESS)
 #undef DETFUZZ_DECLARE_HARNESS

@@ -24,7 +24,7 @@ const OpHarness* Registry::find(const std::string& name) const {
 Registry default_registry(const kernels::KernelConfig& config) {
   kernels::check_bindings(config);  // a bad --load/--bind: exit 2 before anything runs
   Registry registry;
-#define DETFUZZ_ADD_HARNESS(name, Problem, bind_contract) \
+#define DETFUZZ_ADD_HARNESS(name, Problem, size_unit, bind_contract) \
   registry.ops.push_back(make_##name##_harness(kernels::name##_targets(config)));
   DETFUZZ_OP_TABLE(DETFUZZ_ADD_HARNESS)
 #undef DETFUZZ_ADD_HARNESS

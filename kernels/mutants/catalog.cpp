@@ -63,6 +63,10 @@ const std::vector<MutantSpec>& mutant_catalog() {
        "RoIPool backward adding into the next channel"},
       {"mutant:ps_roi_align_backward_drops_corner", "ps_roi_align_backward", "twin:ps_roi_align_backward", kAll,
        "PSRoIAlign backward that drops one bilinear corner's gradient"},
+      {"mutant:deform_conv2d_swaps_offset_xy", "deform_conv2d", "twin:deform_conv2d", kAll,
+       "deform_conv2d reading each tap's (dy, dx) offset pair as (dx, dy)"},
+      {"mutant:deform_conv2d_ignores_mask", "deform_conv2d", "twin:deform_conv2d", kAll,
+       "deform_conv2d weighing every sample 1 whatever the mask (DCNv1 where v2 was asked)"},
   };
   return catalog;
 }

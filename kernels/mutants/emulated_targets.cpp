@@ -362,4 +362,61 @@ Target<RoiPoolProblem> emulated_ps_roi_pool(const std::string& name, PsRoiPoolVa
   return target;
 }
 
+Target<DeformConv2dProblem> emulated_deform_conv2d(const std::string& name, DeformConv2dVariant variant,
+                                                   std::string description) {
+  auto target = cpu_target<DeformConv2dProblem>(name, std::move(description));
+  target.run = [variant](const DeformConv2dProblem& p, DType dtype, Device) {
+    if (p.kernel_h <= 0 || p.kernel_w <= 0 || p.stride_h <= 0 || p.stride_w <= 0 || p.pad_h < 0 || p.pad_w < 0 ||
+        p.dilation_h <= 0 || p.dilation_w <= 0 || p.groups <= 0 || p.offset_groups <= 0 ||
+        p.in_channels % p.groups != 0 || p.out_channels % p.groups != 0 || p.in_channels % p.offset_groups != 0 ||
+        p.out_height() <= 0 || p.out_width() <= 0)
+      throw std::invalid_argument("deform_conv2d: shapes the kernel refuses");
+    const Rounding m{variant.storage_arithmetic ? dtype : accumulate_type(dtype)};
+    const std::int64_t taps = p.kernel_h * p.kernel_w, oh = p.out_height(), ow = p.out_width();
+    const std::int64_t group_channels = p.in_channels / p.groups, group_outputs = p.out_channels / p.groups;
+    const std::int64_t channels_per_offset_group = p.in_channels / p.offset_groups;
+    auto map = [&](std::int64_t b, std::int64_t c, std::int64_t y, std::int64_t x) {
+      if (y < 0 || y >= p.height || x < 0 || x >= p.width) return 0.0;
+      return p.input[static_cast<std::size_t>(((b * p.in_channels + c) * p.height + y) * p.width + x)];
+    };
+    std::vector<double> out;
+    for (std::int64_t b = 0; b < p.batch; ++b)
+      for (std::int64_t o = 0; o < p.out_channels; ++o)
+        for (std::int64_t oy = 0; oy < oh; ++oy)
+          for (std::int64_t ox = 0; ox < ow; ++ox) {
+            double sum = 0;
+            for (std::int64_t gc = 0; gc < group_channels; ++gc) {
+              const std::int64_t c = (o / group_outputs) * group_channels + gc;
+              const std::int64_t og = c / channels_per_offset_group;
+              for (std::int64_t tap = 0; tap < taps; ++tap) {
+                auto offset = [&](std::int64_t component) {
+                  return p.offset[static_cast<std::size_t>(
+                      (((b * p.offset_groups + og) * 2 * taps + 2 * tap + component) * oh + oy) * ow + ox)];
+                };
+                const double dy = offset(variant.swaps_offset_xy ? 1 : 0), dx = offset(variant.swaps_offset_xy ? 0 : 1);
+                const double y = m.add(static_cast<double>(oy * p.stride_h - p.pad_h + (tap / p.kernel_w) * p.dilation_h), dy);
+                const double x = m.add(static_cast<double>(ox * p.stride_w - p.pad_w + (tap % p.kernel_w) * p.dilation_w), dx);
+                double sample = 0;
+                if (!(y <= -1 || p.height <= y || x <= -1 || p.width <= x)) {
+                  const double y_low = std::floor(y), x_low = std::floor(x);
+                  const auto r = static_cast<std::int64_t>(y_low), s = static_cast<std::int64_t>(x_low);
+                  const double ly = y - y_low, lx = x - x_low, hy = m.sub(1, ly), hx = m.sub(1, lx);
+                  sample = m.add(m.add(m.add(m.mul(m.mul(hy, hx), map(b, c, r, s)), m.mul(m.mul(hy, lx), map(b, c, r, s + 1))),
+                                       m.mul(m.mul(ly, hx), map(b, c, r + 1, s))),
+                                 m.mul(m.mul(ly, lx), map(b, c, r + 1, s + 1)));
+                }
+                if (p.use_mask && !variant.ignores_mask)
+                  sample = m.mul(p.mask[static_cast<std::size_t>((((b * p.offset_groups + og) * taps + tap) * oh + oy) * ow + ox)],
+                                 sample);
+                const double w = p.weight[static_cast<std::size_t>((o * group_channels + gc) * taps + tap)];
+                sum = m.add(sum, m.mul(w, sample));
+              }
+            }
+            out.push_back(round_to(dtype, m.add(sum, p.bias[static_cast<std::size_t>(o)])));
+          }
+    return std::vector<HostTensor>{tensor({p.batch, p.out_channels, oh, ow}, dtype, std::move(out))};
+  };
+  return target;
+}
+
 }  // namespace detfuzz::kernels

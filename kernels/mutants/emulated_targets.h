@@ -95,6 +95,18 @@ struct PsRoiPoolVariant {
 Target<RoiPoolProblem> emulated_ps_roi_pool(const std::string& name, PsRoiPoolVariant variant = {},
                                             std::string description = "position-sensitive RoIPool forward in plain C++");
 
+struct DeformConv2dVariant {
+  bool storage_arithmetic = false;  // every step in the storage dtype (torchvision's scalar_t)
+  bool swaps_offset_xy = false;     // reads channel 2k as the column offset and 2k + 1 as the row offset
+  bool ignores_mask = false;        // use_mask or not, every sample weighs 1 (DCNv1 where v2 was asked)
+};
+
+// torchvision's deformable convolution forward (bilinear samples at the offset positions,
+// weighted by the mask, summed over the group's channels and taps, plus the bias), every step
+// rounded to the accumulate type (or the storage dtype); refuses what the kernel refuses.
+Target<DeformConv2dProblem> emulated_deform_conv2d(const std::string& name, DeformConv2dVariant variant = {},
+                                                   std::string description = "deform_conv2d forward in plain C++");
+
 // IoU of two boxes computed the canonical way, every step rounded to `compute`.
 double emulated_iou(const Box& a, const Box& b, DType compute);
 

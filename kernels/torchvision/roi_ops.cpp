@@ -22,38 +22,6 @@
 #include "model/error.h"
 
 namespace detfuzz::kernels {
-namespace {
-
-c10::OperatorHandle loaded_op(const KernelConfig& config, const std::string& name) {
-  const LibraryStatus& library = load_torchvision(config);
-  if (!library.loaded) throw Error(ErrorKind::unavailable, library.error);
-  auto op = find_op(name);
-  if (!op) throw Error(ErrorKind::unavailable, name + " is not registered by " + library.path);
-  return *op;
-}
-
-template <class Problem>
-Target<Problem> torchvision_target(const KernelConfig& config, const std::string& op_name,
-                                   const std::string& description,
-                                   std::function<std::vector<c10::IValue>(const Problem&, DType, Device)> arguments) {
-  Target<Problem> target;
-  target.name = "torchvision";
-  target.description = description;
-  target.availability = [config, op_name](Device device) -> Availability {
-    const LibraryStatus& library = load_torchvision(config);
-    if (!library.loaded) return {false, library.error};
-    return op_availability(op_name, device);
-  };
-  target.run = [config, op_name, arguments](const Problem& problem, DType dtype, Device device) {
-    auto outputs = call_boxed(loaded_op(config, op_name), arguments(problem, dtype, device));
-    std::vector<HostTensor> host;
-    for (const auto& output : outputs) host.push_back(to_host(output.toTensor()));
-    return host;
-  };
-  return target;
-}
-
-}  // namespace
 
 Target<RoiAlignProblem> torchvision_roi_align_target(const KernelConfig& config) {
   Target<RoiAlignProblem> target = torchvision_target<RoiAlignProblem>(

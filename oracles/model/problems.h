@@ -176,6 +176,24 @@ struct RoiPoolBackwardProblem {
   std::vector<std::int64_t> argmax;
 };
 
+// The input of torchvision::deform_conv2d (deformable convolution v1 without a mask, v2
+// with one). Row-major tensors: input [N, C, H, W], weight [O, C / groups, KH, KW], offset
+// [N, 2 * offset_groups * KH * KW, OH, OW] (per kernel tap a (dy, dx) pair), mask
+// [N, offset_groups * KH * KW, OH, OW] (empty without use_mask), bias [O] (torchvision's
+// Python wrapper passes zeros for bias=None). OH = (H + 2 pad_h - (dilation_h (KH - 1) + 1)) /
+// stride_h + 1, OW likewise.
+struct DeformConv2dProblem {
+  std::int64_t batch = 0, in_channels = 0, height = 0, width = 0;
+  std::int64_t out_channels = 0, kernel_h = 1, kernel_w = 1;
+  std::int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
+  std::int64_t groups = 1, offset_groups = 1;
+  bool use_mask = false;
+  std::vector<double> input, weight, offset, mask, bias;
+
+  std::int64_t out_height() const { return (height + 2 * pad_h - (dilation_h * (kernel_h - 1) + 1)) / stride_h + 1; }
+  std::int64_t out_width() const { return (width + 2 * pad_w - (dilation_w * (kernel_w - 1) + 1)) / stride_w + 1; }
+};
+
 enum class Device { cpu, cuda };
 std::string device_name(Device device);
 // The one reading of a device name ("cpu", "cuda"); nullopt for anything else.

@@ -57,6 +57,21 @@ TEST(ContinuousCompare, NanForAFiniteTrueValueIsNan) {
             FindingKind::overflow);
 }
 
+// A true output beyond the dtype's range whose intermediates fit the accumulate type: the
+// message says so, not that the intermediates left the accumulate type's range.
+TEST(ContinuousCompare, ATrueValueBeyondTheDtypesRangeIsSaidToBeOne) {
+  const OutputContract fp16{"out", {1, 2}, "fp16", Device::cpu};
+  const Judgement j = compare_continuous(output(-INFINITY, 0.5, "fp16"),
+                                         {ExpectedValue::point(-70000, 1e-2, 100, true), half()}, fp16, DType::fp16);
+  ASSERT_EQ(only_kind(j), FindingKind::overflow);
+  EXPECT_NE(j.verdicts[0].message.find("the true value is beyond fp16's largest finite 65504"), std::string::npos)
+      << j.verdicts[0].message;
+  const Judgement k = compare_continuous(output(-INFINITY, 0.5, "fp16"),
+                                         {ExpectedValue::point(-70000, 1e-2, 100, false), half()}, fp16, DType::fp16);
+  EXPECT_NE(k.verdicts.at(0).message.find("the true intermediates leave fp32's range"), std::string::npos)
+      << k.verdicts[0].message;
+}
+
 TEST(ContinuousCompare, UndefinedTrueValueAcceptsAnything) {
   ExpectedValue undefined = ExpectedValue::point(NAN, 0, 0, true, true);
   EXPECT_TRUE(compare_continuous(output(NAN, 0.5), {undefined, half()}, contract(), DType::fp32).consistent());

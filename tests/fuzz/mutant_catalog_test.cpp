@@ -57,6 +57,15 @@ nlohmann::json feature_map_4x4x4() {
   return {{"shape", {1, 4, 4, 4}}, {"values", values}};
 }
 
+// A 1 x 1 x 1 x 2 map [1, 5] under a 1 x 1 kernel of weight 1: the offsets (dy of both
+// output pixels, then dx of both) decide which value each output reads.
+nlohmann::json deform_conv2d_1x2(std::vector<double> offset, bool use_mask, std::vector<double> mask) {
+  return {{"input_shape", {1, 1, 1, 2}}, {"input", {1.0, 5.0}},   {"out_channels", 1},   {"kernel", {1, 1}},
+          {"stride", {1, 1}},           {"padding", {0, 0}},     {"dilation", {1, 1}},  {"groups", 1},
+          {"offset_groups", 1},         {"use_mask", use_mask},  {"weight", {1.0}},     {"offset", offset},
+          {"mask", mask},               {"bias", {0.0}}};
+}
+
 // The input each mutant gets wrong and its twin right, in words and in the case format.
 const std::map<std::string, Witness>& witnesses() {
   static const std::map<std::string, Witness> table{
@@ -249,6 +258,13 @@ const std::map<std::string, Witness>& witnesses() {
          {"sampling_ratio", 1},
          {"aligned", true},
          {"grad", {1.0, 2.0, 3.0, 4.0}}}}},
+      // A 1 x 2 map and a 1 x 1 kernel, each output pixel moved one column right (dy 0,
+      // dx 1: both read the value 5); read as (dx, dy) they move one row down, off the map.
+      {"mutant:deform_conv2d_swaps_offset_xy",
+       {DType::fp32, deform_conv2d_1x2({0.0, 0.0, 1.0, 0.0}, false, {})}},
+      // A mask of one half on both samples: the output halves.
+      {"mutant:deform_conv2d_ignores_mask",
+       {DType::fp32, deform_conv2d_1x2({0.0, 0.0, 0.0, 0.0}, true, {0.5, 0.5})}},
   };
   return table;
 }

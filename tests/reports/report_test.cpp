@@ -93,6 +93,21 @@ TEST(Report, SummaryShowsCellsFindingsAndReplay) {
   EXPECT_NE(text.find("failing"), std::string::npos);
 }
 
+// A finding's size is counted in its op's unit: RoIs for roi_align, not boxes.
+TEST(Report, MinimizedSizesNameTheirOpsUnit) {
+  Report report = sample();
+  report.findings[0].size = 1;
+  report.findings[0].original_size = 40;
+  EXPECT_EQ(minimized_size(report.findings[0]), "1 boxes (from 40)");
+  report.findings[0].op = "roi_align";
+  EXPECT_EQ(minimized_size(report.findings[0]), "1 RoIs (from 40)");
+  report.findings[0].op = "deform_conv2d";
+  std::ostringstream out;
+  print_summary(report, out);
+  EXPECT_NE(out.str().find("1 output elements (from 40), seen in"), std::string::npos) << out.str();
+  EXPECT_NE(markdown_summary(report).find("minimized to 1 output elements (from 40)"), std::string::npos);
+}
+
 // Findings recorded in the order they were found: a precision one first, then one outside
 // the contract, then the failing one. Every format puts the failing one first and the
 // outside-contract one last, under its own label.
