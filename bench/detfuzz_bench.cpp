@@ -25,6 +25,7 @@
 #include "oracles/giou.h"
 #include "oracles/nms.h"
 #include "oracles/ps_roi_pool.h"
+#include "oracles/ps_roi_pool_backward.h"
 #include "oracles/roi_align.h"
 #include "oracles/roi_align_backward.h"
 #include "oracles/roi_pool.h"
@@ -327,13 +328,14 @@ void BM_BoxRowsRapidCheck(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(generator(rc::Random(++seed), 100).value());
 }
 
-// The backward of the RoIAlign benchmark's problem (and of PSRoIAlign's): the map's shape,
-// a gradient of fp32 values in [-4, 4) over the forward output.
-RoiAlignBackwardProblem backward_problem(RoiAlignProblem forward, bool position_sensitive) {
+// The backward of the RoIAlign benchmark's problem (and of PSRoIAlign's and PSRoIPool's): the
+// map's shape, a gradient of fp32 values in [-4, 4) over the forward output.
+template <class Forward>
+GradientOf<Forward> backward_problem(Forward forward, bool position_sensitive) {
   const std::int64_t bins = forward.pooled_height * forward.pooled_width;
   const std::int64_t channels_out = position_sensitive ? forward.input.channels / bins : forward.input.channels;
   forward.input.values = {};
-  RoiAlignBackwardProblem p{std::move(forward), {}};
+  GradientOf<Forward> p{std::move(forward), {}};
   std::mt19937_64 rng(6);
   std::uniform_real_distribution<double> value(-4, 4);
   p.grad.resize(p.forward.rois.size() * static_cast<std::size_t>(channels_out * bins));
@@ -426,6 +428,21 @@ void BM_TorchvisionRoiPoolBackward(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(torchvision.run(p, DType::fp32, Device::cpu));
 }
 
+void BM_PsRoiPoolBackwardOracle(benchmark::State& state) {
+  const PsRoiPoolBackwardProblem p = backward_problem(ps_roi_pool_problem(static_cast<std::size_t>(state.range(0))), true);
+  benchmark::DoNotOptimize(oracles::ps_roi_pool_backward(p, DType::fp32));
+  for (auto _ : state) benchmark::DoNotOptimize(oracles::ps_roi_pool_backward(p, DType::fp32));
+}
+
+// The target's run: grad, RoI and channel_mapping tensors built per call.
+void BM_TorchvisionPsRoiPoolBackward(benchmark::State& state) {
+  static const auto targets = kernels::ps_roi_pool_backward_targets(kConfig);
+  const auto& torchvision = target_named(targets, "torchvision");
+  const PsRoiPoolBackwardProblem p = backward_problem(ps_roi_pool_problem(static_cast<std::size_t>(state.range(0))), true);
+  benchmark::DoNotOptimize(torchvision.run(p, DType::fp32, Device::cpu));
+  for (auto _ : state) benchmark::DoNotOptimize(torchvision.run(p, DType::fp32, Device::cpu));
+}
+
 // A ResNet-like 3x3 deformable layer: N x 64 x 56 x 56, 64 outputs, padding 1, offsets within
 // two pixels, a mask (DCNv2), values fp32-representable.
 DeformConv2dProblem deform_conv2d_layer(std::int64_t batch) {
@@ -496,6 +513,8 @@ BENCHMARK_CAPTURE(BM_RoiAlignBackwardOracle, ps_roi_align, true) DETFUZZ_ROI_COU
 BENCHMARK_CAPTURE(BM_TorchvisionRoiAlignBackwardKernel, ps_roi_align, true) DETFUZZ_ROI_COUNTS;
 BENCHMARK(BM_RoiPoolBackwardOracle) DETFUZZ_ROI_COUNTS;
 BENCHMARK(BM_TorchvisionRoiPoolBackward) DETFUZZ_ROI_COUNTS;
+BENCHMARK(BM_PsRoiPoolBackwardOracle) DETFUZZ_ROI_COUNTS;
+BENCHMARK(BM_TorchvisionPsRoiPoolBackward) DETFUZZ_ROI_COUNTS;
 BENCHMARK(BM_DeformConv2dOracle)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TorchvisionDeformConv2d)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_GenerateCase, nms, &gen::nms_problem)->Unit(benchmark::kMicrosecond);

@@ -555,6 +555,26 @@ RoiPoolBackwardProblem roi_pool_backward_problem_from_json(const nlohmann::json&
   return p;
 }
 
+nlohmann::json to_json(const PsRoiPoolBackwardProblem& p) {
+  return backward_json(to_json(p.forward), p.forward.input, p.grad);
+}
+
+PsRoiPoolBackwardProblem ps_roi_pool_backward_problem_from_json(const nlohmann::json& json) {
+  const std::string what = "ps_roi_pool_backward input";
+  RoiFields f = roi_fields_from_json(json, what, MapField::input_shape);
+  PsRoiPoolBackwardProblem p{{std::move(f.input), std::move(f.rois), f.spatial_scale, f.pooled_height, f.pooled_width}, {}};
+  const FeatureMap& map = p.forward.input;
+  const std::int64_t bins = f.pooled_height * f.pooled_width;
+  if (map.channels % bins != 0)
+    throw Error(ErrorKind::input, what + ".input_shape: " + std::to_string(map.channels) +
+                                      " channels, not a multiple of pooled_height * pooled_width = " +
+                                      std::to_string(bins) + "; a position-sensitive gradient has C / (PH * PW) channels");
+  const auto expected = p.forward.rois.size() * static_cast<std::size_t>(map.channels);
+  p.grad = gradient_from_json(json, what, expected,
+                              "[K, " + std::to_string(map.channels / bins) + ", pooled_height, pooled_width]");
+  return p;
+}
+
 BoxIouProblem box_iou_problem_from_json(const nlohmann::json& json) {
   BoxIouProblem problem;
   problem.boxes1 = boxes_from_json(field(json, "boxes1", "box_iou input"), "box_iou input.boxes1");

@@ -30,6 +30,7 @@ nlohmann::json to_json(const RoiAlignProblem& problem);
 nlohmann::json to_json(const RoiPoolProblem& problem);
 nlohmann::json to_json(const RoiAlignBackwardProblem& problem);
 nlohmann::json to_json(const RoiPoolBackwardProblem& problem);
+nlohmann::json to_json(const PsRoiPoolBackwardProblem& problem);
 nlohmann::json to_json(const DeformConv2dProblem& problem);
 
 // Per-case resource caps: a case file (or a generator) asking for more is refused with the
@@ -58,6 +59,9 @@ RoiAlignBackwardProblem roi_align_backward_problem_from_json(const nlohmann::jso
 // "input_shape", "grad" ([K, C, PH, PW] values) and "argmax" (as many integers, each -1 or a
 // row-major index into the H x W plane).
 RoiPoolBackwardProblem roi_pool_backward_problem_from_json(const nlohmann::json& json);
+// "input_shape" (C a multiple of pooled_height * pooled_width) and "grad" ([K, C / (PH * PW),
+// PH, PW] values).
+PsRoiPoolBackwardProblem ps_roi_pool_backward_problem_from_json(const nlohmann::json& json);
 // "input_shape" [N, C, H, W] (N may be 0), "out_channels", "kernel", "stride", "padding",
 // "dilation" ([h, w] pairs), "groups", "offset_groups", "use_mask", and the flat row-major
 // values "input", "weight" [O, C / groups, KH, KW], "offset" [N, 2 offset_groups KH KW, OH, OW],

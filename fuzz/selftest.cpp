@@ -107,9 +107,10 @@ SelftestResult run_selftest(const Registry& registry, const SelftestOptions& opt
       score.minimized_size = failing->size;
     }
     log << fmt::format("selftest: {:<44} {}\n", spec.target,
-                       score.caught ? fmt::format("caught after {:.2f} s, {} cases: {} ({} boxes minimized)",
+                       score.caught ? fmt::format("caught after {:.2f} s, {} cases: {} (minimized to {} {})",
                                                   score.found_after_s, score.found_after_cases,
-                                                  score.finding.signature, score.minimized_size)
+                                                  score.finding.signature, score.minimized_size,
+                                                  op_size_unit(spec.op))
                                     : fmt::format("NOT caught in {} cases ({:.0f} s)", score.cases, report.elapsed_s));
     log.flush();
     result.mutants.push_back(std::move(score));

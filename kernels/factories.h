@@ -45,6 +45,7 @@ Target<RoiPoolProblem> torchvision_ps_roi_pool_target(const KernelConfig& config
 Target<RoiAlignBackwardProblem> torchvision_roi_align_backward_target(const KernelConfig& config);
 Target<RoiAlignBackwardProblem> torchvision_ps_roi_align_backward_target(const KernelConfig& config);
 Target<RoiPoolBackwardProblem> torchvision_roi_pool_backward_target(const KernelConfig& config);
+Target<PsRoiPoolBackwardProblem> torchvision_ps_roi_pool_backward_target(const KernelConfig& config);
 Target<DeformConv2dProblem> torchvision_deform_conv2d_target(const KernelConfig& config);
 
 // detfuzz's own kernels (kernels/native/), named "native": host emulation on cpu, the CUDA
@@ -81,6 +82,7 @@ std::vector<Target<RoiPoolProblem>> ps_roi_pool_mutants();
 // The twin and mutants of roi_align_backward, or of ps_roi_align_backward.
 std::vector<Target<RoiAlignBackwardProblem>> roi_align_backward_family_mutants(bool position_sensitive);
 std::vector<Target<RoiPoolBackwardProblem>> roi_pool_backward_mutants();
+std::vector<Target<PsRoiPoolBackwardProblem>> ps_roi_pool_backward_mutants();
 std::vector<Target<DeformConv2dProblem>> deform_conv2d_mutants();
 
 // The --bind targets of `family` (kernels/plugins/bindings.cpp), resolved and checked

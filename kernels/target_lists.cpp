@@ -91,6 +91,10 @@ std::vector<Target<RoiPoolBackwardProblem>> roi_pool_backward_targets(const Kern
   return appended({torchvision_roi_pool_backward_target(config)}, roi_pool_backward_mutants());
 }
 
+std::vector<Target<PsRoiPoolBackwardProblem>> ps_roi_pool_backward_targets(const KernelConfig& config) {
+  return appended({torchvision_ps_roi_pool_backward_target(config)}, ps_roi_pool_backward_mutants());
+}
+
 std::vector<Target<DeformConv2dProblem>> deform_conv2d_targets(const KernelConfig& config) {
   return appended({torchvision_deform_conv2d_target(config)}, deform_conv2d_mutants());
 }

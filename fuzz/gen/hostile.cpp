@@ -142,11 +142,13 @@ namespace {
 // The values a hostile edit of a RoI problem may replace: the map's, or a backward's gradient.
 std::vector<double>& editable_values(RoiAlignProblem& p) { return p.input.values; }
 std::vector<double>& editable_values(RoiPoolProblem& p) { return p.input.values; }
-std::vector<double>& editable_values(RoiAlignBackwardProblem& p) { return p.grad; }
+template <class Forward>
+std::vector<double>& editable_values(GradientOf<Forward>& p) { return p.grad; }
 std::vector<double>& editable_values(RoiPoolBackwardProblem& p) { return p.grad; }
 template <class Problem>
 Problem& roi_part(Problem& p) { return p; }
-RoiAlignProblem& roi_part(RoiAlignBackwardProblem& p) { return p.forward; }
+template <class Forward>
+Forward& roi_part(GradientOf<Forward>& p) { return p.forward; }
 RoiPoolProblem& roi_part(RoiPoolBackwardProblem& p) { return p.forward; }
 
 template <class Problem>
@@ -182,6 +184,9 @@ rc::Gen<RoiAlignBackwardProblem> hostile(rc::Gen<RoiAlignBackwardProblem> valid,
   return hostile_rois(valid, dtype);
 }
 rc::Gen<RoiPoolBackwardProblem> hostile(rc::Gen<RoiPoolBackwardProblem> valid, DType dtype) {
+  return hostile_rois(valid, dtype);
+}
+rc::Gen<PsRoiPoolBackwardProblem> hostile(rc::Gen<PsRoiPoolBackwardProblem> valid, DType dtype) {
   return hostile_rois(valid, dtype);
 }
 

@@ -25,6 +25,7 @@ rc::Gen<RoiPoolProblem> hostile(rc::Gen<RoiPoolProblem> valid, DType dtype);
 // Hostile RoIs as the forward's, and NaN / Inf / extremes in the gradient.
 rc::Gen<RoiAlignBackwardProblem> hostile(rc::Gen<RoiAlignBackwardProblem> valid, DType dtype);
 rc::Gen<RoiPoolBackwardProblem> hostile(rc::Gen<RoiPoolBackwardProblem> valid, DType dtype);
+rc::Gen<PsRoiPoolBackwardProblem> hostile(rc::Gen<PsRoiPoolBackwardProblem> valid, DType dtype);
 // NaN / Inf / extremes in the map, the offsets and the mask.
 rc::Gen<DeformConv2dProblem> hostile(rc::Gen<DeformConv2dProblem> valid, DType dtype);
 

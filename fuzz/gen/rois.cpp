@@ -231,8 +231,9 @@ namespace {
 // output shape with the map generator's kinds of values (constant, smooth, alternating,
 // dyadic noise, near the dtype's maximum: sums of those overflow fp16). Position-sensitive
 // maps whose channels the grid does not divide lose the remainder (the gradient needs C / bins).
-rc::Gen<RoiAlignBackwardProblem> backward_problem(rc::Gen<RoiAlignProblem> forward, DType dtype, bool position_sensitive) {
-  return rc::gen::mapcat(std::move(forward), [dtype, position_sensitive](RoiAlignProblem f) {
+template <class Forward>
+rc::Gen<GradientOf<Forward>> backward_problem(rc::Gen<Forward> forward, DType dtype, bool position_sensitive) {
+  return rc::gen::mapcat(std::move(forward), [dtype, position_sensitive](Forward f) {
     const std::int64_t bins = f.pooled_height * f.pooled_width;
     if (position_sensitive) f.input.channels = std::max(bins, f.input.channels - f.input.channels % bins);
     const std::int64_t channels_out = position_sensitive ? f.input.channels / bins : f.input.channels;
@@ -240,7 +241,7 @@ rc::Gen<RoiAlignBackwardProblem> backward_problem(rc::Gen<RoiAlignProblem> forwa
     f.input.values.shrink_to_fit();
     const auto count = static_cast<std::int64_t>(f.rois.size()) * channels_out * bins;
     return rc::gen::map(map_values(dtype, count, f.pooled_height, f.pooled_width), [f](std::vector<double> grad) {
-      return RoiAlignBackwardProblem{f, std::move(grad)};
+      return GradientOf<Forward>{f, std::move(grad)};
     });
   });
 }
@@ -268,6 +269,10 @@ rc::Gen<RoiPoolBackwardProblem> roi_pool_backward_problem(const BoxGenOptions& o
                           return RoiPoolBackwardProblem{f, std::move(grad), argmax};
                         });
   });
+}
+
+rc::Gen<PsRoiPoolBackwardProblem> ps_roi_pool_backward_problem(const BoxGenOptions& options) {
+  return backward_problem(ps_roi_pool_problem(options), options.dtype, true);
 }
 
 }  // namespace detfuzz::gen

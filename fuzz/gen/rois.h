@@ -41,5 +41,8 @@ rc::Gen<RoiAlignBackwardProblem> ps_roi_align_backward_problem(const BoxGenOptio
 // RoIPool's backward: roi_pool_problem's geometry, the argmax its forward gives (the fp64
 // oracle's: the first maximum of each bin, -1 for an empty one) and a gradient.
 rc::Gen<RoiPoolBackwardProblem> roi_pool_backward_problem(const BoxGenOptions& options);
+// PSRoIPool's backward: ps_roi_pool_problem's geometry (channels made a multiple of the grid)
+// and a gradient of its output's shape.
+rc::Gen<PsRoiPoolBackwardProblem> ps_roi_pool_backward_problem(const BoxGenOptions& options);
 
 }  // namespace detfuzz::gen

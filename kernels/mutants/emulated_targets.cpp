@@ -315,49 +315,117 @@ Target<RoiPoolBackwardProblem> emulated_roi_pool_backward(const std::string& nam
   return target;
 }
 
+namespace {
+
+// A PSRoIPool bin as torchvision's forward and backward kernels compute it (the RoI's
+// corners rounded half away from zero, bin_size = max(end - start, 1) / pooled, each bin
+// [floor(p * bin_size), ceil((p + 1) * bin_size)) offset by the start and clipped), every
+// step rounded by `m`.
+struct PsBin {
+  std::int64_t h0, h1, w0, w1;
+  bool empty() const { return h1 <= h0 || w1 <= w0; }
+  double area() const { return static_cast<double>((h1 - h0) * (w1 - w0)); }
+};
+
+struct PsRoiGeometry {
+  std::int64_t start_h, start_w;
+  double bin_h, bin_w;
+  std::int64_t height_limit, width_limit;
+
+  PsRoiGeometry(const RoiPoolProblem& p, const Roi& roi, const Rounding& m, const PsRoiPoolVariant& variant) {
+    const double scale = variant.ignores_spatial_scale ? 1.0 : m.r(p.spatial_scale);
+    start_w = static_cast<std::int64_t>(std::round(m.mul(roi.x1, scale)));
+    start_h = static_cast<std::int64_t>(std::round(m.mul(roi.y1, scale)));
+    const auto end_w = static_cast<std::int64_t>(std::round(m.mul(roi.x2, scale)));
+    const auto end_h = static_cast<std::int64_t>(std::round(m.mul(roi.y2, scale)));
+    bin_h = m.div(static_cast<double>(std::max<std::int64_t>(end_h - start_h, 1)), static_cast<double>(p.pooled_height));
+    bin_w = m.div(static_cast<double>(std::max<std::int64_t>(end_w - start_w, 1)), static_cast<double>(p.pooled_width));
+    height_limit = variant.clips_before_last_pixel ? p.input.height - 1 : p.input.height;
+    width_limit = variant.clips_before_last_pixel ? p.input.width - 1 : p.input.width;
+  }
+
+  PsBin bin(std::int64_t ph, std::int64_t pw, const Rounding& m) const {
+    auto clipped = [](double v, std::int64_t start, std::int64_t limit) {
+      return std::clamp<std::int64_t>(static_cast<std::int64_t>(v) + start, 0, limit);
+    };
+    return {clipped(std::floor(m.mul(static_cast<double>(ph), bin_h)), start_h, height_limit),
+            clipped(std::ceil(m.mul(static_cast<double>(ph + 1), bin_h)), start_h, height_limit),
+            clipped(std::floor(m.mul(static_cast<double>(pw), bin_w)), start_w, width_limit),
+            clipped(std::ceil(m.mul(static_cast<double>(pw + 1), bin_w)), start_w, width_limit)};
+  }
+};
+
+void check_ps_channels(const RoiPoolProblem& p) {
+  const std::int64_t group = p.pooled_height * p.pooled_width;
+  if (group <= 0 || p.input.channels % group != 0)
+    throw std::invalid_argument("input channels must be a multiple of pooling height * pooling width");
+}
+
+}  // namespace
+
 Target<RoiPoolProblem> emulated_ps_roi_pool(const std::string& name, PsRoiPoolVariant variant, std::string description) {
   auto target = cpu_target<RoiPoolProblem>(name, std::move(description));
   target.run = [variant](const RoiPoolProblem& p, DType dtype, Device) {
-    const Rounding m{accumulate_type(dtype)};
+    const Rounding m{variant.storage_arithmetic ? dtype : accumulate_type(dtype)};
     const FeatureMap& map = p.input;
+    check_ps_channels(p);
     const std::int64_t group = p.pooled_height * p.pooled_width;
-    if (group <= 0 || map.channels % group != 0)
-      throw std::invalid_argument("input channels must be a multiple of pooling height * pooling width");
-    const double scale = variant.ignores_spatial_scale ? 1.0 : m.r(p.spatial_scale);
-    const std::int64_t height_limit = variant.clips_before_last_pixel ? map.height - 1 : map.height;
-    const std::int64_t width_limit = variant.clips_before_last_pixel ? map.width - 1 : map.width;
     std::vector<double> out, channels;
     for (const Roi& roi : p.rois) {
       const auto n = static_cast<std::int64_t>(roi.batch_index);
-      const auto start_w = static_cast<std::int64_t>(std::round(m.mul(roi.x1, scale)));
-      const auto start_h = static_cast<std::int64_t>(std::round(m.mul(roi.y1, scale)));
-      const auto end_w = static_cast<std::int64_t>(std::round(m.mul(roi.x2, scale)));
-      const auto end_h = static_cast<std::int64_t>(std::round(m.mul(roi.y2, scale)));
-      const double bin_h = m.div(static_cast<double>(std::max<std::int64_t>(end_h - start_h, 1)), static_cast<double>(p.pooled_height));
-      const double bin_w = m.div(static_cast<double>(std::max<std::int64_t>(end_w - start_w, 1)), static_cast<double>(p.pooled_width));
+      const PsRoiGeometry g(p, roi, m, variant);
       std::int64_t c_in = 0;
       for (std::int64_t c_out = 0; c_out < map.channels / group; ++c_out)
         for (std::int64_t ph = 0; ph < p.pooled_height; ++ph)
           for (std::int64_t pw = 0; pw < p.pooled_width; ++pw, ++c_in) {
-            auto clipped = [](double v, std::int64_t start, std::int64_t limit) {
-              return std::clamp<std::int64_t>(static_cast<std::int64_t>(v) + start, 0, limit);
-            };
-            const std::int64_t h0 = clipped(std::floor(m.mul(static_cast<double>(ph), bin_h)), start_h, height_limit);
-            const std::int64_t h1 = clipped(std::ceil(m.mul(static_cast<double>(ph + 1), bin_h)), start_h, height_limit);
-            const std::int64_t w0 = clipped(std::floor(m.mul(static_cast<double>(pw), bin_w)), start_w, width_limit);
-            const std::int64_t w1 = clipped(std::ceil(m.mul(static_cast<double>(pw + 1), bin_w)), start_w, width_limit);
+            const PsBin bin = g.bin(ph, pw, m);
             const std::int64_t read = variant.channel_off_by_one ? (c_in + 1) % map.channels : c_in;
             double sum = 0;
-            for (std::int64_t h = h0; h < h1; ++h)
-              for (std::int64_t w = w0; w < w1; ++w) sum = m.add(sum, map.at(n, read, h, w));
-            const bool empty = h1 <= h0 || w1 <= w0;
-            out.push_back(empty ? 0.0 : round_to(dtype, m.div(sum, static_cast<double>((h1 - h0) * (w1 - w0)))));
+            for (std::int64_t h = bin.h0; h < bin.h1; ++h)
+              for (std::int64_t w = bin.w0; w < bin.w1; ++w) sum = m.add(sum, map.at(n, read, h, w));
+            out.push_back(bin.empty() ? 0.0 : round_to(dtype, m.div(sum, bin.area())));
             channels.push_back(static_cast<double>(c_in));
           }
     }
     const std::vector<std::int64_t> shape{static_cast<std::int64_t>(p.rois.size()), map.channels / group,
                                           p.pooled_height, p.pooled_width};
     return std::vector<HostTensor>{tensor(shape, dtype, out), {shape, "int32", "cpu", channels}};
+  };
+  return target;
+}
+
+Target<PsRoiPoolBackwardProblem> emulated_ps_roi_pool_backward(const std::string& name, PsRoiPoolVariant variant,
+                                                               std::string description) {
+  auto target = cpu_target<PsRoiPoolBackwardProblem>(name, std::move(description));
+  target.run = [variant](const PsRoiPoolBackwardProblem& problem, DType dtype, Device) {
+    const Rounding m{variant.storage_arithmetic ? dtype : accumulate_type(dtype)};
+    const RoiPoolProblem& p = problem.forward;
+    const FeatureMap& map = p.input;
+    check_ps_channels(p);
+    const std::int64_t group = p.pooled_height * p.pooled_width, plane = map.height * map.width;
+    std::vector<double> grad_input(static_cast<std::size_t>(map.batch * map.channels * plane), 0.0);
+    for (std::size_t k = 0; k < p.rois.size(); ++k) {
+      const auto n = static_cast<std::int64_t>(p.rois[k].batch_index);
+      if (n < 0 || n >= map.batch) throw std::invalid_argument("RoI batch index outside the batch");
+      const PsRoiGeometry g(p, p.rois[k], m, variant);
+      // torchvision's order: bins outer, output channels inner.
+      for (std::int64_t ph = 0; ph < p.pooled_height; ++ph)
+        for (std::int64_t pw = 0; pw < p.pooled_width; ++pw) {
+          const PsBin bin = g.bin(ph, pw, m);
+          for (std::int64_t c_out = 0; c_out < map.channels / group; ++c_out) {
+            const std::int64_t c_in = (c_out * p.pooled_height + ph) * p.pooled_width + pw;
+            const std::int64_t into = variant.channel_off_by_one ? (c_in + 1) % map.channels : c_in;
+            const double share = bin.empty() ? 0.0 : m.div(problem.grad[k * static_cast<std::size_t>(map.channels) +
+                                                                         static_cast<std::size_t>(c_in)],
+                                                           bin.area());
+            double* channel = &grad_input[static_cast<std::size_t>((n * map.channels + into) * plane)];
+            for (std::int64_t h = bin.h0; h < bin.h1; ++h)
+              for (std::int64_t w = bin.w0; w < bin.w1; ++w) channel[h * map.width + w] = m.add(channel[h * map.width + w], share);
+          }
+        }
+    }
+    for (double& v : grad_input) v = round_to(dtype, v);
+    return std::vector<HostTensor>{tensor({map.batch, map.channels, map.height, map.width}, dtype, grad_input)};
   };
   return target;
 }

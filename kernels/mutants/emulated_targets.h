@@ -83,6 +83,7 @@ Target<RoiPoolBackwardProblem> emulated_roi_pool_backward(const std::string& nam
                                                           std::string description = "RoIPool backward in plain C++");
 
 struct PsRoiPoolVariant {
+  bool storage_arithmetic = false;     // every step in the storage dtype (torchvision's T)
   bool ignores_spatial_scale = false;  // treats spatial_scale as 1.0
   bool channel_off_by_one = false;     // bin (ph, pw) reads input channel c_in + 1 (mod C)
   // Clips bin ends to height - 1 and width - 1, as torchvision's forward kernels do (its
@@ -91,9 +92,13 @@ struct PsRoiPoolVariant {
 };
 
 // Position-sensitive RoIPool forward (torchvision's bins, R-FCN's mean), every step rounded
-// to the accumulate type of the dtype; outputs (values, channel_mapping).
+// to the accumulate type of the dtype (or the storage dtype); outputs (values, channel_mapping).
 Target<RoiPoolProblem> emulated_ps_roi_pool(const std::string& name, PsRoiPoolVariant variant = {},
                                             std::string description = "position-sensitive RoIPool forward in plain C++");
+// Its backward in torchvision's order (RoI, bin, output channel): each gradient value divided
+// by its bin's area and added to every pixel of the bin, the same switches.
+Target<PsRoiPoolBackwardProblem> emulated_ps_roi_pool_backward(const std::string& name, PsRoiPoolVariant variant = {},
+                                                               std::string description = "PSRoIPool backward in plain C++");
 
 struct DeformConv2dVariant {
   bool storage_arithmetic = false;  // every step in the storage dtype (torchvision's scalar_t)

@@ -35,6 +35,12 @@
 //                                                several) sharing an argmax pixel keep the
 //                                                last one's gradient only
 //   roi_pool_backward_channel_off_by_one         each gradient lands in the next channel
+// PSRoIPool's backward twin, likewise ("twin:ps_roi_pool_backward"):
+//   ps_roi_pool_backward_channel_off_by_one      each bin's share lands in the next channel
+//   ps_roi_pool_backward_clips_before_last_pixel bins clipped to height - 1 and width - 1 as
+//                                                torchvision's forward does: the adjoint of
+//                                                that forward, not of the op (the map's last
+//                                                row and column get no gradient)
 #include "kernels/factories.h"
 #include "kernels/mutants/emulated_targets.h"
 
@@ -123,6 +129,20 @@ std::vector<Target<RoiPoolBackwardProblem>> roi_pool_backward_mutants() {
                                  "RoIPool backward assigning each gradient instead of adding it"),
       emulated_roi_pool_backward("mutant:roi_pool_backward_channel_off_by_one", shifted,
                                  "RoIPool backward adding into input channel c + 1"),
+  };
+}
+
+std::vector<Target<PsRoiPoolBackwardProblem>> ps_roi_pool_backward_mutants() {
+  PsRoiPoolVariant shifted, clipped;
+  shifted.channel_off_by_one = true;
+  clipped.clips_before_last_pixel = true;
+  return {
+      emulated_ps_roi_pool_backward("twin:ps_roi_pool_backward", {}, "PSRoIPool backward in plain C++ (accumulate type)"),
+      emulated_ps_roi_pool_backward("mutant:ps_roi_pool_backward_channel_off_by_one", shifted,
+                                    "PSRoIPool backward adding each bin's share into input channel c_in + 1"),
+      emulated_ps_roi_pool_backward("mutant:ps_roi_pool_backward_clips_before_last_pixel", clipped,
+                                    "PSRoIPool backward clipping bin ends to height - 1 and width - 1 (the adjoint of "
+                                    "torchvision's forward)"),
   };
 }
 

@@ -16,6 +16,9 @@
 // torchvision::_roi_pool_backward(Tensor grad, Tensor rois, Tensor argmax, float spatial_scale,
 //   int pooled_height, int pooled_width, int batch_size, int channels, int height, int width)
 //   -> Tensor
+// torchvision::_ps_roi_pool_backward(Tensor grad, Tensor rois, Tensor channel_mapping,
+//   float spatial_scale, int pooled_height, int pooled_width, int batch_size, int channels,
+//   int height, int width) -> Tensor   (SymInt for int in 0.26)
 // all called boxed through the dispatcher.
 #include "dispatch.h"
 #include "kernels/tensor_convert.h"
@@ -76,10 +79,21 @@ Target<RoiPoolProblem> torchvision_ps_roi_pool_target(const KernelConfig& config
 namespace {
 
 // The forward output's gradient as the backward takes it: [K, C_out, PH, PW].
-at::Tensor grad_tensor(const RoiAlignBackwardProblem& p, std::int64_t channels_out, DType dtype, Device device) {
-  const RoiAlignProblem& f = p.forward;
+template <class Forward>
+at::Tensor grad_tensor(const GradientOf<Forward>& p, std::int64_t channels_out, DType dtype, Device device) {
+  const Forward& f = p.forward;
   return feature_tensor({static_cast<std::int64_t>(f.rois.size()), channels_out, f.pooled_height, f.pooled_width, p.grad},
                         dtype, device);
+}
+
+// What a position-sensitive forward returns beside its output, int32 [K, C_out, PH, PW]:
+// element (k, c, ph, pw) read input channel c * bins + ph * PW + pw.
+at::Tensor channel_mapping(std::size_t rois, std::int64_t channels_out, std::int64_t pooled_height,
+                           std::int64_t pooled_width, Device device) {
+  return at::arange(channels_out * pooled_height * pooled_width,
+                    at::TensorOptions().dtype(at::kInt).device(device == Device::cuda ? at::kCUDA : at::kCPU))
+      .reshape({1, channels_out, pooled_height, pooled_width})
+      .repeat({static_cast<std::int64_t>(rois), 1, 1, 1});
 }
 
 // torchvision 0.14.1 to 0.26.0 csrc/ops/cpu/roi_align_kernel.cpp roi_align_backward_kernel_impl
@@ -110,15 +124,10 @@ Target<RoiAlignBackwardProblem> torchvision_ps_roi_align_backward_target(const K
       "torchvision::_ps_roi_align_backward from the loaded torchvision op library (boxed)",
       [](const RoiAlignBackwardProblem& p, DType dtype, Device device) {
         const RoiAlignProblem& f = p.forward;
-        const std::int64_t bins = f.pooled_height * f.pooled_width, channels_out = f.input.channels / bins;
-        // What the forward returns beside its output: element (k, c, ph, pw) read input channel
-        // c * bins + ph * PW + pw.
-        const at::Tensor mapping = at::arange(channels_out * bins, at::TensorOptions().dtype(at::kInt).device(
-                                                                       device == Device::cuda ? at::kCUDA : at::kCPU))
-                                       .reshape({1, channels_out, f.pooled_height, f.pooled_width})
-                                       .repeat({static_cast<std::int64_t>(f.rois.size()), 1, 1, 1});
+        const std::int64_t channels_out = f.input.channels / (f.pooled_height * f.pooled_width);
         return std::vector<c10::IValue>{grad_tensor(p, channels_out, dtype, device), rois_tensor(f.rois, dtype, device),
-                                        mapping, f.spatial_scale, f.pooled_height, f.pooled_width, f.sampling_ratio,
+                                        channel_mapping(f.rois.size(), channels_out, f.pooled_height, f.pooled_width, device),
+                                        f.spatial_scale, f.pooled_height, f.pooled_width, f.sampling_ratio,
                                         f.input.batch, f.input.channels, f.input.height, f.input.width};
       });
   target.arithmetic = kBackwardInT;
@@ -147,6 +156,25 @@ Target<RoiPoolBackwardProblem> torchvision_roi_pool_backward_target(const Kernel
   // torchvision 0.26.0 csrc/ops/cpu/roi_pool_kernel.cpp roi_pool_backward_kernel_impl:
   // `add(grad_input_offset + argmax, static_cast<T>(grad_output_offset[...]))` into T.
   target.arithmetic = {{"*"}, "torchvision 0.26.0 csrc/ops/cpu/roi_pool_kernel.cpp: grad added at argmax into T grad_input"};
+  return target;
+}
+
+Target<PsRoiPoolBackwardProblem> torchvision_ps_roi_pool_backward_target(const KernelConfig& config) {
+  Target<PsRoiPoolBackwardProblem> target = torchvision_target<PsRoiPoolBackwardProblem>(
+      config, "torchvision::_ps_roi_pool_backward",
+      "torchvision::_ps_roi_pool_backward from the loaded torchvision op library (boxed)",
+      [](const PsRoiPoolBackwardProblem& p, DType dtype, Device device) {
+        const RoiPoolProblem& f = p.forward;
+        const std::int64_t channels_out = f.input.channels / (f.pooled_height * f.pooled_width);
+        return std::vector<c10::IValue>{grad_tensor(p, channels_out, dtype, device), rois_tensor(f.rois, dtype, device),
+                                        channel_mapping(f.rois.size(), channels_out, f.pooled_height, f.pooled_width, device),
+                                        f.spatial_scale, f.pooled_height, f.pooled_width, f.input.batch,
+                                        f.input.channels, f.input.height, f.input.width};
+      });
+  // torchvision 0.26.0 csrc/ops/cpu/ps_roi_pool_kernel.cpp ps_roi_pool_backward_kernel_impl:
+  // `T diff_val = grad_output[index] / bin_area; add(grad_input_offset + ..., diff_val)` into T.
+  target.arithmetic = {{"*"}, "torchvision 0.26.0 csrc/ops/cpu/ps_roi_pool_kernel.cpp: T diff_val = grad / bin_area, "
+                              "added into T grad_input"};
   return target;
 }
 

@@ -156,15 +156,20 @@ struct RoiPoolProblem {
   std::int64_t pooled_height = 1, pooled_width = 1;
 };
 
-// The input of RoIAlign's backward (torchvision::_roi_align_backward, _ps_roi_align_backward):
-// the forward's geometry and the gradient of its output. forward.input carries the map's
-// shape only (its values stay empty: a backward reads batch, channels, height and width);
-// grad is [K, C_out, pooled_height, pooled_width] row-major, C_out the forward's output
-// channels (C, or C / (PH * PW) for PSRoIAlign).
-struct RoiAlignBackwardProblem {
-  RoiAlignProblem forward;
+// The input of a RoI op's backward whose routing follows from the geometry alone
+// (torchvision::_roi_align_backward, _ps_roi_align_backward, _ps_roi_pool_backward): the
+// forward's geometry and the gradient of its output. forward.input carries the map's shape
+// only (its values stay empty: a backward reads batch, channels, height and width); grad is
+// [K, C_out, pooled_height, pooled_width] row-major, C_out the forward's output channels (C,
+// or C / (PH * PW) for the position-sensitive ops, whose channel_mapping is the fixed
+// c_in = (c_out * PH + ph) * PW + pw that their forwards return).
+template <class Forward>
+struct GradientOf {
+  Forward forward;
   std::vector<double> grad;
 };
+using RoiAlignBackwardProblem = GradientOf<RoiAlignProblem>;
+using PsRoiPoolBackwardProblem = GradientOf<RoiPoolProblem>;
 
 // The input of RoIPool's backward (torchvision::_roi_pool_backward): the forward's shapes
 // (forward.input's values stay empty), the gradient of its output [K, C, PH, PW] and the

@@ -376,7 +376,7 @@ TEST_F(Cli, HelpAndListTellTheTruth) {
                                            "box_coder", "regression_loss",
                                            "fast_rcnn_loss", "matcher", "roi_align", "roi_pool", "ps_roi_align",
                                            "ps_roi_pool", "roi_align_backward", "ps_roi_align_backward",
-                                           "roi_pool_backward", "deform_conv2d"}));
+                                           "roi_pool_backward", "ps_roi_pool_backward", "deform_conv2d"}));
   EXPECT_NE(json["ops"][0]["targets"][0]["devices"]["cpu"]["dtypes"]["fp16"].get<std::string>().find("Half"),
             std::string::npos);
   EXPECT_EQ(json["ops"][0]["targets"][0]["devices"]["cpu"]["dtypes"]["fp32"], "supported");

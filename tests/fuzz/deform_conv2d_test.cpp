@@ -14,6 +14,7 @@
 #include "fuzz/progress.h"
 #include "fuzz/runner.h"
 #include "kernels/mutants/emulated_targets.h"
+#include "support/altered_target.h"
 #include "model/error.h"
 
 namespace detfuzz::fuzz {
@@ -41,17 +42,7 @@ reports::Report campaign(std::vector<Target> targets, std::uint64_t cases, bool 
   return run_campaign(registry, o, *progress, runner);
 }
 
-template <class Change>
-Target altered(Target base, Change change) {
-  Target target = base;
-  target.name = "altered";
-  target.run = [base, change](const DeformConv2dProblem& p, DType dtype, Device device) {
-    auto outputs = base.run(p, dtype, device);
-    change(p, outputs);
-    return outputs;
-  };
-  return target;
-}
+using detfuzz::testing::altered;
 
 // A 1 x 1 x 3 x 3 map of 1..9 under a 3 x 3 kernel of ones with padding 1, offsets a quarter
 // pixel right, no mask: nine outputs of sums of bilinear samples.

@@ -193,7 +193,8 @@ TEST(CaseStreams, EveryOpsSeedsStillGiveThePinnedCases) {
       {"roi_align", 0x11cd3d366f08490aULL},    {"roi_pool", 0x5f5003da05a36a3cULL},
       {"ps_roi_align", 0x422a1a8f88548bacULL},  {"ps_roi_pool", 0x69a86a0ba8a7cc26ULL},
       {"roi_align_backward", 0x2bbfdbc71354cacdULL}, {"ps_roi_align_backward", 0xe40f6052b34f3c5aULL},
-      {"roi_pool_backward", 0xdbdf8efee05f7d69ULL}, {"deform_conv2d", 0xe5b7ec049fcda2c1ULL},
+      {"roi_pool_backward", 0xdbdf8efee05f7d69ULL},
+      {"ps_roi_pool_backward", 0x07924140074c2a22ULL}, {"deform_conv2d", 0xe5b7ec049fcda2c1ULL},
   };
   const fuzz::Registry registry = fuzz::default_registry(kernels::KernelConfig{});
   for (const auto& op : registry.ops) {

@@ -1,4 +1,5 @@
-// The backward ops' verdicts (roi_align_backward, ps_roi_align_backward, roi_pool_backward):
+// The backward ops' verdicts (roi_align_backward, ps_roi_align_backward, roi_pool_backward,
+// ps_roi_pool_backward):
 // correct kernels in the accumulate type and in the storage
 // dtype (torchvision's arithmetic) raise no failing finding on either op, an fp16 running sum
 // that overflows where the gradient fits is the dtype's doing, a kernel that accepts a RoI
@@ -18,6 +19,7 @@
 #include "fuzz/progress.h"
 #include "fuzz/runner.h"
 #include "kernels/mutants/emulated_targets.h"
+#include "support/altered_target.h"
 #include "model/error.h"
 
 namespace detfuzz::fuzz {
@@ -60,17 +62,7 @@ std::string messages(const compare::Judgement& judgement) {
   return all;
 }
 
-template <class Change>
-Target altered(Target base, Change change) {
-  Target target = base;
-  target.name = "altered";
-  target.run = [base, change](const RoiAlignBackwardProblem& p, DType dtype, Device device) {
-    auto outputs = base.run(p, dtype, device);
-    change(p, outputs);
-    return outputs;
-  };
-  return target;
-}
+using detfuzz::testing::altered;
 
 class CorrectBackward : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
@@ -241,6 +233,80 @@ TEST(RoiPoolBackwardOp, ACaseFileWithAnArgmaxOutsideThePlaneIsRefusedByName) {
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("argmax[0]: expected -1 or an index into the 2 x 2 plane"), std::string::npos)
         << error.what();
+  }
+}
+
+class CorrectPsPoolBackward : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CorrectPsPoolBackward, RaisesNoFailingFindingButItsDtypesOverflow) {
+  kernels::PsRoiPoolVariant variant;
+  variant.storage_arithmetic = GetParam();
+  auto target = kernels::emulated_ps_roi_pool_backward("reference", variant);
+  if (GetParam()) target.arithmetic = {{"*"}, "a kernel adding into grad_input in its storage dtype"};
+  const reports::Report report = campaign(make_ps_roi_pool_backward_harness({target}), 1000);
+  for (const auto& f : report.findings)
+    EXPECT_TRUE(!f.fails || (GetParam() && f.kind == "dtype_overflow")) << f.dtype << " " << f.kind << ": " << f.message;
+  for (const auto& cell : report.cells) EXPECT_EQ(cell.cases, 1000u) << cell.dtype;
+}
+
+INSTANTIATE_TEST_SUITE_P(PsRoiPoolBackwardOp, CorrectPsPoolBackward, ::testing::Bool(),
+                         [](const auto& info) { return std::string(info.param ? "InStorageDtype" : "InAccumulateType"); });
+
+TEST(PsRoiPoolBackwardOp, HostileInputsRaiseNoFailingFindingOnACorrectKernelThatRefusesBadIndices) {
+  const reports::Report report = campaign(make_ps_roi_pool_backward_harness({kernels::emulated_ps_roi_pool_backward("reference")}),
+                                          600, true);
+  for (const auto& f : report.findings) EXPECT_FALSE(f.fails) << f.dtype << " " << f.kind << ": " << f.message;
+}
+
+PsRoiPoolBackwardProblem whole_map_bin() { return {{{1, 1, 2, 2, {}}, {{0, 0, 0, 2, 2}}, 1.0, 1, 1}, {4.0}}; }
+
+TEST(PsRoiPoolBackwardOp, AShareMissingFromOnePixelIsAFailingMismatch) {
+  const auto harness = make_ps_roi_pool_backward_harness({altered(
+      kernels::emulated_ps_roi_pool_backward("reference"),
+      [](const PsRoiPoolBackwardProblem&, std::vector<HostTensor>& outputs) { outputs.front().values[3] = 0; })});
+  const auto judgement = harness->judge_json(corpus::to_json(whole_map_bin()), "altered", DType::fp32, Device::cpu);
+  ASSERT_FALSE(judgement.verdicts.empty());
+  EXPECT_EQ(judgement.verdicts.front().kind, FindingKind::mismatch) << messages(judgement);
+  EXPECT_TRUE(make_ps_roi_pool_backward_harness({kernels::emulated_ps_roi_pool_backward("reference")})
+                  ->judge_json(corpus::to_json(whole_map_bin()), "reference", DType::fp32, Device::cpu)
+                  .verdicts.empty());
+}
+
+TEST(PsRoiPoolBackwardOp, AKernelThatReturnsOnARoiOutsideTheBatchWroteOutsideGradInput) {
+  PsRoiPoolBackwardProblem p = whole_map_bin();
+  p.forward.rois[0].batch_index = 1;
+  auto accepting = kernels::emulated_ps_roi_pool_backward("reference");
+  accepting.run = [](const PsRoiPoolBackwardProblem&, DType dtype, Device) {
+    return std::vector<HostTensor>{{{1, 1, 2, 2}, std::string(dtype_name(dtype)), "cpu", {0, 0, 0, 0}}};
+  };
+  const auto judgement = make_ps_roi_pool_backward_harness({accepting})->judge_json(corpus::to_json(p), "reference",
+                                                                                     DType::fp32, Device::cpu);
+  ASSERT_FALSE(judgement.verdicts.empty());
+  EXPECT_NE(messages(judgement).find("wrote outside grad_input"), std::string::npos) << messages(judgement);
+}
+
+TEST(PsRoiPoolBackwardOp, CaseFilesRoundTripAndAChannelCountTheGridDoesNotDivideIsRefusedByName) {
+  PsRoiPoolBackwardProblem p{{{1, 4, 3, 3, {}}, {{0, 0.5, 0, 3, 2.5}}, 1.0 / 3, 2, 2}, {0.1f, -2, 3, 4}};
+  nlohmann::json json = corpus::to_json(p);
+  const PsRoiPoolBackwardProblem back = corpus::ps_roi_pool_backward_problem_from_json(json);
+  EXPECT_EQ(back.grad, p.grad);
+  EXPECT_EQ(back.forward.spatial_scale, p.forward.spatial_scale);
+  EXPECT_EQ(back.forward.rois[0].x1, 0.5);
+  EXPECT_TRUE(back.forward.input.values.empty());
+  json["input_shape"] = {1, 3, 3, 3};
+  try {
+    corpus::ps_roi_pool_backward_problem_from_json(json);
+    FAIL() << "accepted 3 channels for a 2 x 2 position-sensitive grid";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("not a multiple of pooled_height * pooled_width"), std::string::npos)
+        << error.what();
+  }
+  json["input_shape"] = {1, 8, 3, 3};
+  try {
+    corpus::ps_roi_pool_backward_problem_from_json(json);
+    FAIL() << "accepted 4 gradient values where 8 channels need 8";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("grad"), std::string::npos) << error.what();
   }
 }
 

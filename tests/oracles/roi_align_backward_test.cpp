@@ -1,8 +1,9 @@
 // The backward oracles as adjoints of the forward oracles: RoIAlign's and PSRoIAlign's
 // (oracles/roi_align_backward.h) satisfy <backward(g), x> = <g, forward(x)> to fp64 rounding on
 // random problems and central differences of the forward agree with each gradient; RoIPool's
-// (oracles/roi_pool_backward.h) does for the routing the forward's argmax fixes. And
-// hand-computed scatters.
+// (oracles/roi_pool_backward.h) does for the routing the forward's argmax fixes; PSRoIPool's
+// (oracles/ps_roi_pool_backward.h) is the adjoint of its forward oracle, which central
+// differences confirm. And hand-computed scatters.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include "oracles/roi_align.h"
+#include "oracles/ps_roi_pool.h"
+#include "oracles/ps_roi_pool_backward.h"
 #include "oracles/roi_align_backward.h"
 #include "oracles/roi_pool.h"
 #include "oracles/roi_pool_backward.h"
@@ -238,6 +241,116 @@ TEST(RoiPoolBackwardOracle, AnArgmaxOutsideThePlaneOrARoiOutsideTheBatchConstrai
   b.argmax = {0};
   b.forward.rois[0].batch_index = 1;
   for (const auto& e : roi_pool_backward(b, DType::fp32)) EXPECT_TRUE(e.unconstrained);
+}
+
+// A random PSRoIPool problem: channels a multiple of the grid, RoIs inside, across and
+// outside the map, spatial scales other than 1.
+rc::Gen<RoiPoolProblem> ps_pool_problems() {
+  return rc::gen::map(forward_problems(true), [](const RoiAlignProblem& a) {
+    return RoiPoolProblem{a.input, a.rois, a.spatial_scale, a.pooled_height, a.pooled_width};
+  });
+}
+
+PsRoiPoolBackwardProblem ps_pool_backward_of(const RoiPoolProblem& p, std::vector<double> grad) {
+  PsRoiPoolBackwardProblem b{p, std::move(grad)};
+  b.forward.input.values.clear();
+  return b;
+}
+
+// PSRoIPool is linear in the map (each output the mean of a span the geometry alone fixes), so
+// its adjoint holds to fp64 rounding whatever the values.
+RC_GTEST_PROP(PsRoiPoolBackwardOracle, IsTheAdjointOfTheForwardOracle, ()) {
+  const RoiPoolProblem p = *ps_pool_problems();
+  const auto forward = ps_roi_pool(p, DType::fp64);
+  std::vector<double> grad;
+  for (std::size_t i = 0; i < forward.size(); ++i) grad.push_back(*rc::gen::inRange(-64, 65) / 16.0);
+  const RoiAlignAnswer backward = ps_roi_pool_backward(ps_pool_backward_of(p, grad), DType::fp64);
+  RC_ASSERT(backward.size() == p.input.values.size());
+  double left = 0, right = 0, scale = 0;
+  for (std::size_t i = 0; i < backward.size(); ++i) {
+    left += backward[i].value * p.input.values[i];
+    scale += std::fabs(backward[i].value * p.input.values[i]);
+  }
+  for (std::size_t i = 0; i < forward.size(); ++i) {
+    right += grad[i] * forward[i].value;
+    scale += std::fabs(grad[i] * forward[i].value);
+  }
+  RC_ASSERT(std::fabs(left - right) <= 1e-12 * (scale + 1));
+}
+
+// d <g, forward(x)> / d x_i by central differences of the forward oracle, against the
+// gradient the backward oracle gives element i.
+RC_GTEST_PROP(PsRoiPoolBackwardOracle, AgreesWithCentralDifferencesOfTheForward, ()) {
+  RoiPoolProblem p = *ps_pool_problems();
+  const auto forward = ps_roi_pool(p, DType::fp64);
+  std::vector<double> grad;
+  for (std::size_t i = 0; i < forward.size(); ++i) grad.push_back(*rc::gen::inRange(-64, 65) / 16.0);
+  const RoiAlignAnswer backward = ps_roi_pool_backward(ps_pool_backward_of(p, grad), DType::fp64);
+  auto objective = [&](const RoiPoolProblem& q) {
+    double total = 0;
+    const auto out = ps_roi_pool(q, DType::fp64);
+    for (std::size_t i = 0; i < out.size(); ++i) total += grad[i] * out[i].value;
+    return total;
+  };
+  const std::size_t element = *rc::gen::inRange<std::size_t>(0, p.input.values.size());
+  const double h = 1.0 / 1024, x = p.input.values[element];
+  p.input.values[element] = x + h;
+  const double up = objective(p);
+  p.input.values[element] = x - h;
+  const double down = objective(p);
+  RC_ASSERT(std::fabs((up - down) / (2 * h) - backward[element].value) <= 1e-9 * (std::fabs(backward[element].value) + 1));
+}
+
+TEST(PsRoiPoolBackwardOracle, EachBinSpreadsItsGradientOverItsPixelsInItsOwnChannel) {
+  // Four channels, a 2 x 2 grid over a 2 x 2 map: bin b is pixel b of channel b alone.
+  const PsRoiPoolBackwardProblem one_pixel_bins{{shape_only(4, 2, 2), {{0, 0, 0, 2, 2}}, 1.0, 2, 2}, {1, 2, 3, 4}};
+  const RoiAlignAnswer g = ps_roi_pool_backward(one_pixel_bins, DType::fp32);
+  ASSERT_EQ(g.size(), 16u);
+  for (std::size_t c = 0; c < 4; ++c)
+    for (std::size_t pixel = 0; pixel < 4; ++pixel)
+      EXPECT_EQ(g[c * 4 + pixel].value, pixel == c ? static_cast<double>(c + 1) : 0.0) << c << " " << pixel;
+  // One bin over the whole map, the last row and column included (torchvision's backward
+  // clips to height, its forward to height - 1): a quarter of 4 on each pixel.
+  const PsRoiPoolBackwardProblem whole{{shape_only(1, 2, 2), {{0, 0, 0, 2, 2}}, 1.0, 1, 1}, {4}};
+  for (const auto& e : ps_roi_pool_backward(whole, DType::fp16)) {
+    EXPECT_EQ(e.value, 1.0);
+    // One share: its division's rounding (fp16's unit roundoff of 1) and fp16's subnormal
+    // floor, no addition.
+    EXPECT_NEAR(e.storage.bound, 0x1p-11 + 2 * 0x1p-14 * 0x1p-11, 0x1p-40);
+    EXPECT_NEAR(e.strict.bound, 0x1p-24, 0x1p-40);
+  }
+  EXPECT_TRUE(ps_roi_pool_backward({{shape_only(3, 2, 2), {}, 1.0, 2, 2}, {}}, DType::fp32).empty());
+}
+
+TEST(PsRoiPoolBackwardOracle, SharesFromSeveralRoisAddAndCarryTheirAdditionsBound) {
+  const PsRoiPoolBackwardProblem b{{shape_only(1, 1, 3), {{0, 0, 0, 3, 1}, {0, 0, 0, 1, 1}}, 1.0, 1, 1}, {0.3, 0.7}};
+  const RoiAlignAnswer g = ps_roi_pool_backward(b, DType::fp32);
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_DOUBLE_EQ(g[0].value, 0.1 + 0.7);
+  EXPECT_DOUBLE_EQ(g[2].value, 0.1);
+  EXPECT_GT(g[0].strict.bound, g[2].strict.bound);  // two shares, one addition more
+  const std::vector<double> terms = ps_roi_pool_backward_terms(b, 0);
+  ASSERT_EQ(terms.size(), 2u);
+  EXPECT_DOUBLE_EQ(terms[0], 0.1);
+  EXPECT_DOUBLE_EQ(terms[1], 0.7);
+}
+
+TEST(PsRoiPoolBackwardOracle, AHalfwayCoordinateThatFp16CanMoveWidensOnlyItsTier) {
+  // 25 * 0.1 is 2.5 in fp64 (the start rounds to 3); fp16's 0.1 may put it either side, so
+  // column 2 may or may not get a share: [0, 1/4] in the storage tier, 0 in fp64's.
+  const PsRoiPoolBackwardProblem b{{shape_only(1, 1, 8), {{0, 25, 0, 70, 0}}, 0.1, 1, 1}, {1}};
+  const RoiAlignAnswer g = ps_roi_pool_backward(b, DType::fp16);
+  EXPECT_EQ(g[2].value, 0.0);
+  EXPECT_EQ(g[2].storage.low, 0.0);
+  EXPECT_GE(g[2].storage.high, 0.2);
+  EXPECT_EQ(g[1].storage.high, 0.0);
+}
+
+TEST(PsRoiPoolBackwardOracle, ARoiOutsideTheBatchConstrainsNothing) {
+  PsRoiPoolBackwardProblem b{{shape_only(1, 2, 2), {{1, 0, 0, 1, 1}}, 1.0, 1, 1}, {1.0}};
+  for (const auto& e : ps_roi_pool_backward(b, DType::fp32)) EXPECT_TRUE(e.unconstrained);
+  b.forward.rois[0].batch_index = 0;
+  for (const auto& e : ps_roi_pool_backward(b, DType::fp32)) EXPECT_FALSE(e.unconstrained);
 }
 
 }  // namespace
