@@ -22,6 +22,7 @@ Target<BoxIouProblem> aten_box_iou_target();
 Target<BoxAreaProblem> aten_box_area_target();
 Target<BoxCoderProblem> aten_box_coder_target();
 Target<RegressionLossProblem> aten_regression_loss_target();
+Target<RegressionLossProblem> aten_regression_loss_backward_target();
 
 // torchvision's fastrcnn_loss divides the box loss by labels.numel() (every sampled
 // proposal), which is never 0 when there is a proposal; the unguarded alternative divides
@@ -37,6 +38,8 @@ Target<MatcherProblem> torchvision_matcher_target(LowQualityAxis axis = LowQuali
 
 Target<BoxIouProblem> torchvision_generalized_box_iou_target();
 Target<GiouLossProblem> torchvision_giou_loss_target();
+// `with_penalty` false: the gradient of the IoU loss alone (a mutant's deviation).
+Target<GiouLossProblem> torchvision_giou_loss_backward_target(bool with_penalty = true);
 std::vector<Target<BatchedNmsProblem>> aten_batched_nms_targets(const KernelConfig& config);
 Target<RoiAlignProblem> torchvision_roi_align_target(const KernelConfig& config);
 Target<RoiPoolProblem> torchvision_roi_pool_target(const KernelConfig& config);
@@ -74,6 +77,8 @@ std::vector<Target<BoxIouProblem>> box_iou_mutants();
 std::vector<Target<BoxCoderProblem>> box_coder_mutants();
 std::vector<Target<FastRcnnLossProblem>> fast_rcnn_loss_mutants();
 std::vector<Target<GiouLossProblem>> giou_loss_mutants();
+std::vector<Target<GiouLossProblem>> giou_loss_backward_mutants();
+std::vector<Target<RegressionLossProblem>> regression_loss_backward_mutants();
 std::vector<Target<MatcherProblem>> matcher_mutants();
 std::vector<Target<RoiAlignProblem>> roi_align_mutants(const KernelConfig& config);
 std::vector<Target<RoiPoolProblem>> roi_pool_mutants(const KernelConfig& config);

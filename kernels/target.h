@@ -59,6 +59,10 @@ struct KernelConfig {
   std::string torchvision_lib;
   std::vector<std::string> plugin_libraries;  // --load: dlopen-ed, their TORCH_LIBRARY ops callable
   std::vector<std::string> bindings;          // --bind FAMILY=NS::OP or FAMILY=script:FILE.pt[:METHOD]
+  // How each kernel call runs (kernels/run_policy.h). --repeat: runs per call whose outputs
+  // must agree bit for bit; 0 for the default (kDefaultRepeats).
+  int repeats = 0;
+  bool deterministic = false;  // --deterministic: LibTorch's deterministic algorithms on
 };
 
 // A user's op bound to an op family whose contract it claims (kernels/plugins/bindings.cpp).

@@ -3,6 +3,7 @@
 #include <torch/csrc/api/include/torch/version.h>
 
 #include "kernels/factories.h"
+#include "kernels/run_policy.h"
 #include "kernels/tensor_convert.h"
 #include "kernels/torchvision/dispatch.h"
 
@@ -91,6 +92,14 @@ std::vector<Target<RoiPoolBackwardProblem>> roi_pool_backward_targets(const Kern
   return appended({torchvision_roi_pool_backward_target(config)}, roi_pool_backward_mutants());
 }
 
+std::vector<Target<RegressionLossProblem>> regression_loss_backward_targets(const KernelConfig&) {
+  return appended({aten_regression_loss_backward_target()}, regression_loss_backward_mutants());
+}
+
+std::vector<Target<GiouLossProblem>> giou_loss_backward_targets(const KernelConfig&) {
+  return appended({torchvision_giou_loss_backward_target()}, giou_loss_backward_mutants());
+}
+
 std::vector<Target<PsRoiPoolBackwardProblem>> ps_roi_pool_backward_targets(const KernelConfig& config) {
   return appended({torchvision_ps_roi_pool_backward_target(config)}, ps_roi_pool_backward_mutants());
 }
@@ -124,6 +133,8 @@ std::vector<std::pair<std::string, std::string>> environment(const KernelConfig&
   const Availability cuda = aten_availability(Device::cuda);
   facts.emplace_back("cuda", cuda.available ? "available" : cuda.reason);
   facts.emplace_back("torch_intra_op_threads", std::to_string(at::get_num_threads()));
+  facts.emplace_back("kernel_runs", repeats_description(config));
+  facts.emplace_back("deterministic_algorithms", config.deterministic ? "on (--deterministic)" : "off");
   return facts;
 }
 

@@ -29,6 +29,7 @@
 #include "reports/merge.h"
 #include "reports/render.h"
 #include "corpus/case_file.h"
+#include "kernels/run_policy.h"
 #include "model/error.h"
 
 namespace detfuzz::cli {
@@ -244,6 +245,8 @@ std::unique_ptr<fuzz::CaseRunner> make_runner(const IsolationSettings& settings,
   if (!config.torchvision_lib.empty()) options.arguments = {"--torchvision-lib", config.torchvision_lib};
   for (const auto& library : config.plugin_libraries) options.arguments.insert(options.arguments.end(), {"--load", library});
   for (const auto& binding : config.bindings) options.arguments.insert(options.arguments.end(), {"--bind", binding});
+  if (config.repeats > 0) options.arguments.insert(options.arguments.end(), {"--repeat", std::to_string(config.repeats)});
+  if (config.deterministic) options.arguments.push_back("--deterministic");
   options.timeout_rule.ceiling_s = timeout;
   options.timeout_rule.floor_s = parse_duration(settings.case_timeout_floor, "--case-timeout-floor");
   if (options.timeout_rule.floor_s > timeout)
@@ -770,7 +773,16 @@ int main_with_args(int argc, char** argv) {
                  "FAMILY=NS::OP or FAMILY=script:FILE.pt[:METHOD]: fuzz that op as a target of op family FAMILY, "
                  "named NS::OP or script:FILE.pt; its schema must match the family's contract (`detfuzz list`) "
                  "(repeatable)");
-  // --torchvision-lib, --load and --bind may follow the command: `detfuzz run --load x.so ...`.
+  app.add_option("--repeat", kernel_config.repeats,
+                 "run every kernel call N times and require outputs identical bit for bit (a difference is a "
+                 "nondeterministic finding, whatever the oracle says); default: 1, and " +
+                     std::to_string(kernels::kDefaultBackwardCudaRepeats) + " for backward ops on cuda")
+      ->check(CLI::Range(1, kernels::kMaxRepeats));
+  app.add_flag("--deterministic", kernel_config.deterministic,
+               "run the kernels under LibTorch's deterministic algorithms (torch.use_deterministic_algorithms): a "
+               "kernel without a deterministic implementation makes its cell unsupported, naming it");
+  // --torchvision-lib, --load, --bind, --repeat and --deterministic may follow the command:
+  // `detfuzz run --load x.so ...`.
   app.fallthrough();
 
   bool list_json = false;

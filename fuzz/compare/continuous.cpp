@@ -177,6 +177,11 @@ ExpectedValue expected_from(const oracles::OracleValue& value, DType dtype, doub
                               value.undefined || hostile);
 }
 
+ExpectedValue expected_from(const oracles::GradientElement& g) {
+  return {g.value, g.unconstrained, {g.strict.low, g.strict.high, g.strict.bound},
+          {g.storage.low, g.storage.high, g.storage.bound}, g.range_ok};
+}
+
 std::vector<double> strict_tolerances(const std::vector<ExpectedValue>& expected, DType output_dtype) {
   std::vector<double> out;
   for (const auto& e : expected) out.push_back(e.undefined ? INFINITY : tolerance(e.strict, output_dtype));

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "model/dtype.h"
+#include "oracles/loss_gradients.h"
 #include "oracles/running_error.h"
 
 #include "fuzz/compare/contract.h"
@@ -64,6 +65,8 @@ using OverflowExplainer = std::function<std::optional<StageOverflow>(std::size_t
 // The expectation for an oracle value whose first-order bound is widened by `safety` (for
 // reorderings and second-order terms): the accumulate type's tier and the dtype's tier.
 ExpectedValue expected_from(const oracles::OracleValue& value, DType dtype, double safety, bool hostile = false);
+// The expectation for one element of an analytic gradient: its tiers' intervals and bounds.
+ExpectedValue expected_from(const oracles::GradientElement& gradient);
 
 // What a tier allows beyond its interval in an output of `output_dtype`: its bound plus half
 // an ulp at the interval's ends. The one tolerance that verdicts, reports and replays print.

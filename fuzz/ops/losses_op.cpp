@@ -2,6 +2,8 @@
 // (oracles/losses.h), smooth L1's branch ambiguity as an interval per tier. A loss that
 // touches a hostile value (NaN, infinite) owes nothing but its shape; everything else must
 // be finite where the oracle is, which is what catches 0/0 on an image without positives.
+// regression_loss_backward: the gradient autograd gives against the analytic fp64 gradient
+// (oracles/loss_gradients.h), every subgradient accepted at |x - y|'s kink.
 #include <algorithm>
 
 #include "corpus/case_json.h"
@@ -9,6 +11,7 @@
 #include "fuzz/gen/losses.h"
 #include "fuzz/ops/side_by_side.h"
 #include "fuzz/ops/typed_harness.h"
+#include "oracles/loss_gradients.h"
 #include "oracles/losses.h"
 
 namespace detfuzz::fuzz {
@@ -80,6 +83,28 @@ std::vector<RegressionLossProblem> regression_smaller(const RegressionLossProble
         out.push_back(std::move(plainer));
       }
   return out;
+}
+
+// ---- regression_loss_backward ----
+
+std::vector<compare::ExpectedValue> regression_gradient_expected(const RegressionLossProblem& p, DType dtype) {
+  std::vector<compare::ExpectedValue> out;
+  for (const auto& g : timed_oracle([&] { return oracles::regression_loss_gradient(p, dtype); }))
+    out.push_back(compare::expected_from(g));
+  return out;
+}
+
+compare::Judgement judge_regression_gradient(const RegressionLossProblem& p,
+                                             const kernels::Target<RegressionLossProblem>& target, DType dtype,
+                                             Device device) {
+  auto run = run_target(target, p, dtype, device, any_hostile(p.input) || any_hostile(p.target));
+  if (auto* judgement = std::get_if<compare::Judgement>(&run)) return *judgement;
+  const HostTensor& output = std::get<std::vector<HostTensor>>(run).front();
+  compare::Judgement judgement = compare::compare_continuous(
+      output, regression_gradient_expected(p, dtype),
+      {"grad_input", {static_cast<std::int64_t>(p.input.size())}, std::string(dtype_name(dtype)), device}, dtype);
+  judgement.outputs = {output};
+  return judgement;
 }
 
 // ---- fast_rcnn_loss ----
@@ -164,6 +189,40 @@ std::unique_ptr<OpHarness> make_regression_loss_harness(std::vector<kernels::Tar
   definition.side_by_side = [](const RegressionLossProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
     const auto expected_values = regression_expected(p, dtype);
     return element_table(outputs.front().shape, outputs.front().values, oracle_values(oracles::regression_loss(p)),
+                         compare::strict_tolerances(expected_values, dtype));
+  };
+  definition.probe.input = {0.5, 2};
+  definition.probe.target = {0, 0};
+  return std::make_unique<TypedOpHarness<RegressionLossProblem>>(std::move(definition));
+}
+
+std::unique_ptr<OpHarness> make_regression_loss_backward_harness(
+    std::vector<kernels::Target<RegressionLossProblem>> targets) {
+  OpDefinition<RegressionLossProblem> definition;
+  definition.name = op_name(OpId::regression_loss_backward);
+  definition.description =
+      "gradient of smooth L1 / L1 losses by autograd (d sum(loss) / d input), any subgradient at a zero residual";
+  definition.targets = std::move(targets);
+  definition.generator = gen::regression_loss_problem;
+  definition.judge = judge_regression_gradient;
+  definition.to_json = [](const RegressionLossProblem& p) { return corpus::to_json(p); };
+  definition.from_json = corpus::regression_loss_problem_from_json;
+  definition.size = [](const RegressionLossProblem& p) { return p.input.size(); };
+  definition.smaller = regression_smaller;
+  definition.oracle_json = [](const RegressionLossProblem& p, DType dtype) {
+    nlohmann::json values = nlohmann::json::array(), intervals = nlohmann::json::array();
+    for (const auto& e : regression_gradient_expected(p, dtype)) {
+      values.push_back(corpus::json_double(e.value));
+      intervals.push_back({corpus::json_double(e.strict.low), corpus::json_double(e.strict.high),
+                           corpus::json_double(e.strict.bound)});
+    }
+    return nlohmann::json{{"grad_input", values}, {"interval_and_bound", intervals}};
+  };
+  definition.side_by_side = [](const RegressionLossProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
+    const auto expected_values = regression_gradient_expected(p, dtype);
+    std::vector<double> values;
+    for (const auto& e : expected_values) values.push_back(e.value);
+    return element_table(outputs.front().shape, outputs.front().values, values,
                          compare::strict_tolerances(expected_values, dtype));
   };
   definition.probe.input = {0.5, 2};

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/run_policy.h"
+
 namespace detfuzz::fuzz {
 
 double largest_magnitude(const nlohmann::json& value) {
@@ -23,9 +25,10 @@ const OpHarness* Registry::find(const std::string& name) const {
 
 Registry default_registry(const kernels::KernelConfig& config) {
   kernels::check_bindings(config);  // a bad --load/--bind: exit 2 before anything runs
+  kernels::apply_determinism(config);
   Registry registry;
 #define DETFUZZ_ADD_HARNESS(name, Problem, size_unit, bind_contract) \
-  registry.ops.push_back(make_##name##_harness(kernels::name##_targets(config)));
+  registry.ops.push_back(make_##name##_harness(kernels::under_run_policy(kernels::name##_targets(config), config, #name)));
   DETFUZZ_OP_TABLE(DETFUZZ_ADD_HARNESS)
 #undef DETFUZZ_ADD_HARNESS
   return registry;

@@ -76,6 +76,14 @@ std::variant<std::vector<HostTensor>, compare::Verdict> run_guarded(
                                   std::to_string(expected_outputs),
                               {}};
     return outputs;
+  } catch (const Error& error) {
+    // kernels/run_policy.h: the repeated runs of this call differ, whatever the oracle says.
+    if (error.kind() == ErrorKind::nondeterministic)
+      return compare::Verdict{FindingKind::nondeterministic, "run_to_run", error.what(), {}};
+    std::string message = error.what();
+    message = message.substr(0, message.find('\n'));
+    return compare::Verdict{FindingKind::exception, property, "the kernel raised: " + message,
+                            {{"exception", message}}};
   } catch (const std::exception& error) {
     std::string message = error.what();
     message = message.substr(0, message.find('\n'));

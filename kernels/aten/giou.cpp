@@ -39,8 +39,9 @@ at::Tensor upcast_non_float(const at::Tensor& t) {
   return t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble ? t : t.to(at::kFloat);
 }
 
+// `with_penalty` false drops the enclosing-box term (the IoU loss): a mutant's deviation.
 at::Tensor giou_loss(const at::Tensor& input1, const at::Tensor& input2, double eps,
-                     RegressionLossProblem::Reduction reduction) {
+                     RegressionLossProblem::Reduction reduction, bool with_penalty = true) {
   const at::Tensor boxes1 = upcast_non_float(input1), boxes2 = upcast_non_float(input2);
   auto c = [](const at::Tensor& t, std::int64_t k) { return t.select(-1, k); };
   at::Tensor x1 = c(boxes1, 0), y1 = c(boxes1, 1), x2 = c(boxes1, 2), y2 = c(boxes1, 3);
@@ -52,7 +53,7 @@ at::Tensor giou_loss(const at::Tensor& input1, const at::Tensor& input2, double 
   at::Tensor unionk = (x2 - x1) * (y2 - y1) + (x2g - x1g) * (y2g - y1g) - intsctk;
   at::Tensor iouk = intsctk / (unionk + eps);
   at::Tensor area_c = (at::max(x2, x2g) - at::min(x1, x1g)) * (at::max(y2, y2g) - at::min(y1, y1g));
-  at::Tensor miouk = iouk - ((area_c - unionk) / (area_c + eps));
+  at::Tensor miouk = with_penalty ? iouk - ((area_c - unionk) / (area_c + eps)) : iouk;
   at::Tensor loss = 1 - miouk;
   if (reduction == RegressionLossProblem::Reduction::mean) return loss.numel() > 0 ? loss.mean() : 0.0 * loss.sum();
   if (reduction == RegressionLossProblem::Reduction::sum) return loss.sum();
@@ -72,6 +73,29 @@ Target<BoxIouProblem> torchvision_generalized_box_iou_target() {
     return translating_unsupported([&] {
       return std::vector<HostTensor>{
           to_host(generalized_box_iou(boxes_tensor(p.boxes1, dtype, device), boxes_tensor(p.boxes2, dtype, device)))};
+    });
+  };
+  return target;
+}
+
+Target<GiouLossProblem> torchvision_giou_loss_backward_target(bool with_penalty) {
+  Target<GiouLossProblem> target;
+  target.name = "torchvision";
+  target.description =
+      "LibTorch autograd of the ATen port of torchvision 0.14.1 ops.generalized_box_iou_loss: d sum(loss) / d boxes1, "
+      "boxes2";
+  target.availability = aten_availability;
+  target.run = [with_penalty](const GiouLossProblem& p, DType dtype, Device device) {
+    return translating_unsupported([&] {
+      // Leaves of their own (boxes_tensor's result is a reshaped view).
+      at::Tensor boxes1 = boxes_tensor(p.boxes1, dtype, device).clone().requires_grad_(true);
+      at::Tensor boxes2 = boxes_tensor(p.boxes2, dtype, device).clone().requires_grad_(true);
+      giou_loss(boxes1, boxes2, p.eps, p.reduction, with_penalty).sum().backward();
+      auto grad_of = [](const at::Tensor& boxes) {
+        const at::Tensor grad = boxes.grad();
+        return to_host(grad.defined() ? grad : at::zeros_like(boxes));
+      };
+      return std::vector<HostTensor>{grad_of(boxes1), grad_of(boxes2)};
     });
   };
   return target;

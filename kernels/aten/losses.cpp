@@ -5,6 +5,7 @@
 //   box_loss = F.smooth_l1_loss(box_regression[pos, labels_pos], regression_targets[pos],
 //                               beta=1/9, reduction="sum") / labels.numel()
 #include <ATen/core/Reduction.h>
+#include <torch/csrc/api/include/torch/version.h>
 
 #include "kernels/factories.h"
 #include "kernels/tensor_convert.h"
@@ -49,6 +50,32 @@ Target<RegressionLossProblem> aten_regression_loss_target() {
                             ? at::l1_loss(input, target_values, reduction(p.reduction))
                             : at::smooth_l1_loss(input, target_values, reduction(p.reduction), p.beta);
       return std::vector<HostTensor>{to_host(loss)};
+    });
+  };
+  return target;
+}
+
+// The gradient autograd gives d sum(loss) / d input: torch.nn.functional.smooth_l1_loss as
+// the linked torch's Python writes it (from torch 2.1 on, beta == 0 calls l1_loss:
+// pytorch#97022, the fix of #96813), then loss.sum().backward() ("none") or backward().
+Target<RegressionLossProblem> aten_regression_loss_backward_target() {
+  Target<RegressionLossProblem> target;
+  target.name = "torch";
+  target.description =
+      "LibTorch autograd of torch.nn.functional.smooth_l1_loss / l1_loss (the linked torch's Python: beta 0 is "
+      "l1_loss from 2.1 on)";
+  target.availability = aten_availability;
+  target.run = [](const RegressionLossProblem& p, DType dtype, Device device) {
+    return translating_unsupported([&] {
+      at::Tensor input = values_tensor(p.input, dtype, device).requires_grad_(true);
+      const at::Tensor target_values = values_tensor(p.target, dtype, device);
+      constexpr bool beta_zero_is_l1 = TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1);
+      const bool l1 = p.loss == RegressionLossProblem::Loss::l1 || (beta_zero_is_l1 && p.beta == 0);
+      at::Tensor loss = l1 ? at::l1_loss(input, target_values, reduction(p.reduction))
+                           : at::smooth_l1_loss(input, target_values, reduction(p.reduction), p.beta);
+      loss.sum().backward();
+      const at::Tensor grad = input.grad();
+      return std::vector<HostTensor>{to_host(grad.defined() ? grad : at::zeros_like(input))};
     });
   };
   return target;

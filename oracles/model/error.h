@@ -13,6 +13,9 @@ enum class ErrorKind {
   unsupported,  // a target does not implement a dtype/device (not a finding)
   unavailable,  // a target cannot be loaded at all (library missing)
   internal,     // a bug in detfuzz itself
+  // A target's repeated runs of one call differ (kernels/run_policy.h): a finding raised from
+  // inside Target::run, which the harness turns into a nondeterministic verdict.
+  nondeterministic,
 };
 
 class Error : public std::runtime_error {

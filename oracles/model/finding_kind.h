@@ -23,13 +23,16 @@ enum class FindingKind {
   exception,  // the kernel raised
   crash,      // the worker died (signal)
   hang,       // the case outlived its timeout
+  // Two runs of the same call (--repeat) returned outputs that differ bit for bit, whatever
+  // the oracle says of either: atomicAdd accumulation orders, uninitialized memory, races.
+  nondeterministic,
 };
 
-inline constexpr std::array<FindingKind, 12> kAllFindingKinds = {
+inline constexpr std::array<FindingKind, 13> kAllFindingKinds = {
     FindingKind::mismatch, FindingKind::precision, FindingKind::nan,
     FindingKind::overflow, FindingKind::dtype_overflow, FindingKind::shape, FindingKind::dtype,
     FindingKind::device,   FindingKind::order,     FindingKind::exception,
-    FindingKind::crash,    FindingKind::hang};
+    FindingKind::crash,    FindingKind::hang,      FindingKind::nondeterministic};
 
 std::string_view finding_kind_name(FindingKind kind);
 std::optional<FindingKind> parse_finding_kind(std::string_view name);

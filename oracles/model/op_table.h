@@ -54,6 +54,8 @@
   DETFUZZ_OP(ps_roi_align_backward, RoiAlignBackwardProblem, "RoIs", nullptr)                                       \
   DETFUZZ_OP(roi_pool_backward, RoiPoolBackwardProblem, "RoIs", nullptr)                                            \
   DETFUZZ_OP(ps_roi_pool_backward, PsRoiPoolBackwardProblem, "RoIs", nullptr)                                       \
+  DETFUZZ_OP(regression_loss_backward, RegressionLossProblem, "values", nullptr)                                    \
+  DETFUZZ_OP(giou_loss_backward, GiouLossProblem, "box pairs", nullptr)                                             \
   DETFUZZ_OP(deform_conv2d, DeformConv2dProblem, "output elements", nullptr)
 
 namespace detfuzz {

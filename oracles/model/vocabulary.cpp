@@ -25,6 +25,7 @@ std::string_view finding_kind_name(FindingKind kind) {
     case FindingKind::exception: return "exception";
     case FindingKind::crash: return "crash";
     case FindingKind::hang: return "hang";
+    case FindingKind::nondeterministic: return "nondeterministic";
   }
   return "unknown";
 }

@@ -328,6 +328,25 @@ TEST_F(Cli, HtmlReportRendersInAHeadlessBrowserWithEveryPicture) {
     EXPECT_NE(dom.output.find(element), std::string::npos) << element;
 }
 
+// --repeat and --deterministic reach the worker processes (the kernels run there) and the
+// report says how the kernels ran; torchvision's CPU backward kernels are deterministic, so
+// three runs of each call under deterministic algorithms agree bit for bit.
+TEST_F(Cli, RepeatedDeterministicRunsOfTheCpuBackwardKernelsAgreeAndTheReportSaysHowTheyRan) {
+  Result r = detfuzz("run --ops roi_align_backward,ps_roi_pool_backward --targets torchvision --dtypes fp32,fp64 "
+                     "--cases 60 --repeat 3 --deterministic --progress none --report " + dir());
+  ASSERT_EQ(r.status, 0) << r.output;
+  nlohmann::json json = report();
+  EXPECT_EQ(json["environment"]["kernel_runs"], "3 per call (--repeat 3)");
+  EXPECT_EQ(json["environment"]["deterministic_algorithms"], "on (--deterministic)");
+  for (const auto& f : json["findings"]) EXPECT_NE(f["kind"], "nondeterministic") << f.dump(1).substr(0, 2000);
+  ASSERT_EQ(json["cells"].size(), 4u);
+  for (const auto& cell : json["cells"]) EXPECT_EQ(cell["cases"], 60) << cell.dump();
+  Result plain = detfuzz("run --ops nms --targets torchvision --dtypes fp32 --cases 5 --progress none --report " + dir());
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  EXPECT_EQ(report()["environment"]["kernel_runs"], "1 per call; backward ops on cuda: 2");
+  EXPECT_EQ(report()["environment"]["deterministic_algorithms"], "off");
+}
+
 TEST_F(Cli, UsageErrorsExitTwoAndSayWhatToDo) {
   struct Case {
     std::string arguments, expected;
@@ -347,6 +366,8 @@ TEST_F(Cli, UsageErrorsExitTwoAndSayWhatToDo) {
            {"run --budget soon", "is not a duration"},
            {"run --fail-on everything", "unknown finding kind 'everything'"},
            {"run --cases lots", "--cases"},
+           {"run --repeat 0", "--repeat"},
+           {"run --repeat 1000", "--repeat"},
            {"run --cases 1 --report /proc/no-such-place", "pass a writable --report DIR"},
            {"frobnicate", "frobnicate"},
            {"replay --seed 1 --case-index 3", "needs --ops and --targets"},
@@ -376,7 +397,8 @@ TEST_F(Cli, HelpAndListTellTheTruth) {
                                            "box_coder", "regression_loss",
                                            "fast_rcnn_loss", "matcher", "roi_align", "roi_pool", "ps_roi_align",
                                            "ps_roi_pool", "roi_align_backward", "ps_roi_align_backward",
-                                           "roi_pool_backward", "ps_roi_pool_backward", "deform_conv2d"}));
+                                           "roi_pool_backward", "ps_roi_pool_backward", "regression_loss_backward",
+                                           "giou_loss_backward", "deform_conv2d"}));
   EXPECT_NE(json["ops"][0]["targets"][0]["devices"]["cpu"]["dtypes"]["fp16"].get<std::string>().find("Half"),
             std::string::npos);
   EXPECT_EQ(json["ops"][0]["targets"][0]["devices"]["cpu"]["dtypes"]["fp32"], "supported");

@@ -194,7 +194,10 @@ TEST(CaseStreams, EveryOpsSeedsStillGiveThePinnedCases) {
       {"ps_roi_align", 0x422a1a8f88548bacULL},  {"ps_roi_pool", 0x69a86a0ba8a7cc26ULL},
       {"roi_align_backward", 0x2bbfdbc71354cacdULL}, {"ps_roi_align_backward", 0xe40f6052b34f3c5aULL},
       {"roi_pool_backward", 0xdbdf8efee05f7d69ULL},
-      {"ps_roi_pool_backward", 0x07924140074c2a22ULL}, {"deform_conv2d", 0xe5b7ec049fcda2c1ULL},
+      {"ps_roi_pool_backward", 0x07924140074c2a22ULL},
+      {"regression_loss_backward", 0xf138ca73b8da90d5ULL},  // regression_loss's generator
+      {"giou_loss_backward", 0x2d5cad1b1240ae10ULL},        // giou_loss's generator
+      {"deform_conv2d", 0xe5b7ec049fcda2c1ULL},
   };
   const fuzz::Registry registry = fuzz::default_registry(kernels::KernelConfig{});
   for (const auto& op : registry.ops) {

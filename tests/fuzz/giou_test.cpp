@@ -1,11 +1,14 @@
-// GIoU: the oracle on exact cases, the torchvision ports agreeing with it, and a loss
-// without eps caught on degenerate boxes.
+// GIoU: the oracle on exact cases, the torchvision ports agreeing with it, a loss without
+// eps caught on degenerate boxes, and autograd of the loss against the analytic gradient.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "corpus/case_json.h"
+#include "fuzz/campaign.h"
 #include "fuzz/ops/op_harness.h"
+#include "fuzz/progress.h"
+#include "fuzz/runner.h"
 #include "oracles/giou.h"
 
 namespace detfuzz::fuzz {
@@ -79,6 +82,34 @@ TEST(BoxAreaOp, UpcastAreasStayFiniteAndFp16AreasOverflow) {
   EXPECT_EQ(faithful.outputs.at(0).dtype, "fp32");
   const auto judgement = op->judge_json(large, "no_upcast", DType::fp16, Device::cpu);
   ASSERT_EQ(judgement.verdicts.size(), 1u);
+  EXPECT_EQ(judgement.verdicts[0].kind, FindingKind::nan);
+}
+
+// d sum(loss) / d boxes by LibTorch autograd against the analytic gradient: no failing
+// finding on the generated pairs (identical, nested, touching, disjoint, degenerate) in any
+// dtype, and the gradient without eps caught on two empty boxes.
+TEST(GiouLossBackwardOp, AutogradRaisesNoFailingFindingOnGeneratedPairs) {
+  Registry registry;
+  registry.ops.push_back(make_giou_loss_backward_harness({kernels::giou_loss_backward_targets({}).front()}));
+  CampaignOptions o;
+  o.cases_per_cell = 600;
+  auto progress = make_progress(ProgressMode::none);
+  InProcessRunner runner;
+  const reports::Report report = run_campaign(registry, o, *progress, runner);
+  for (const auto& f : report.findings) EXPECT_FALSE(f.fails) << f.dtype << " " << f.kind << ": " << f.message;
+  for (const auto& cell : report.cells) EXPECT_EQ(cell.cases, 600u) << cell.dtype << " " << cell.reason;
+}
+
+TEST(GiouLossBackwardOp, IdenticalBoxesGetAFiniteGradientAndWithoutEpsEmptyBoxesGetNan) {
+  auto op = make_giou_loss_backward_harness(kernels::giou_loss_backward_targets({}));
+  const auto identical = corpus::to_json(GiouLossProblem{{{0, 0, 2, 2}, {1, 1, 1, 1}}, {{0, 0, 2, 2}, {1, 1, 1, 1}}, 1e-7,
+                                                         RegressionLossProblem::Reduction::mean});
+  for (DType dtype : {DType::fp16, DType::fp32, DType::fp64}) {
+    const auto judgement = op->judge_json(identical, "torchvision", dtype, Device::cpu);
+    EXPECT_TRUE(judgement.consistent()) << dtype_name(dtype) << ": " << judgement.verdicts[0].message;
+  }
+  const auto judgement = op->judge_json(identical, "mutant:giou_loss_backward_without_eps", DType::fp32, Device::cpu);
+  ASSERT_FALSE(judgement.verdicts.empty());
   EXPECT_EQ(judgement.verdicts[0].kind, FindingKind::nan);
 }
 

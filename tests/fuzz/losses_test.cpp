@@ -1,11 +1,15 @@
-// The loss oracles on exact cases, and the harness catching a detection loss divided by
-// the number of positives without a guard (0/0 on an image with no objects).
+// The loss oracles on exact cases, the harness catching a detection loss divided by the
+// number of positives without a guard (0/0 on an image with no objects), and torch's
+// autograd of the regression losses against the analytic gradient.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "corpus/case_json.h"
+#include "fuzz/campaign.h"
 #include "fuzz/ops/op_harness.h"
+#include "fuzz/progress.h"
+#include "fuzz/runner.h"
 #include "oracles/losses.h"
 
 namespace detfuzz::fuzz {
@@ -86,6 +90,35 @@ TEST(RegressionLossOp, TorchMatchesTheOracleOnBothBranchesAndEveryReduction) {
                                             "torch", DType::fp32, Device::cpu);
       EXPECT_TRUE(judgement.consistent()) << judgement.verdicts[0].message;
     }
+}
+
+// d sum(loss) / d input by LibTorch autograd against the analytic gradient: no failing
+// finding on the generated problems (both branches, beta 0 and 1/9, zero residuals, every
+// reduction) in any dtype the linked torch runs.
+TEST(RegressionLossBackwardOp, TorchsAutogradRaisesNoFailingFindingOnGeneratedProblems) {
+  Registry registry;
+  registry.ops.push_back(make_regression_loss_backward_harness({kernels::regression_loss_backward_targets({}).front()}));
+  CampaignOptions o;
+  o.cases_per_cell = 600;
+  auto progress = make_progress(ProgressMode::none);
+  InProcessRunner runner;
+  const reports::Report report = run_campaign(registry, o, *progress, runner);
+  for (const auto& f : report.findings) EXPECT_FALSE(f.fails) << f.dtype << " " << f.kind << ": " << f.message;
+  std::size_t ran = 0;
+  for (const auto& cell : report.cells) ran += cell.cases;
+  EXPECT_GE(ran, 1200u);  // fp32 and fp64 at least
+}
+
+TEST(RegressionLossBackwardOp, ANanGradientAtAZeroResidualWithBetaZeroIsCaught) {
+  auto op = make_regression_loss_backward_harness(kernels::regression_loss_backward_targets({}));
+  const auto input = corpus::to_json(regression({0.5, 3.0}, {0.5, 1.0}, 0.0, RegressionLossProblem::Reduction::sum));
+  for (DType dtype : {DType::fp32, DType::fp64}) {
+    const auto judgement = op->judge_json(input, "torch", dtype, Device::cpu);
+    EXPECT_TRUE(judgement.consistent()) << judgement.verdicts[0].message;
+  }
+  const auto judgement = op->judge_json(input, "mutant:smooth_l1_backward_zero_beta_nan", DType::fp32, Device::cpu);
+  ASSERT_EQ(judgement.verdicts.size(), 1u);
+  EXPECT_EQ(judgement.verdicts[0].kind, FindingKind::nan);
 }
 
 }  // namespace

@@ -109,6 +109,20 @@ const std::map<std::string, Witness>& witnesses() {
       // Two points: union 0, enclosing area 0; eps makes the loss 1, without it 0 / 0.
       {"mutant:giou_loss_without_eps",
        {DType::fp32, {{"boxes1", {{0, 0, 0, 0}}}, {"boxes2", {{0, 0, 0, 0}}}, {"eps", 1e-7}, {"reduction", "sum"}}}},
+      // The same degenerate pair: its gradient is finite with eps, 0 / 0 without.
+      {"mutant:giou_loss_backward_without_eps",
+       {DType::fp32, {{"boxes1", {{0, 0, 0, 0}}}, {"boxes2", {{0, 0, 0, 0}}}, {"eps", 1e-7}, {"reduction", "sum"}}}},
+      // Disjoint boxes: IoU is 0 whatever they do, only the enclosing penalty has a gradient.
+      {"mutant:giou_loss_backward_iou_only",
+       {DType::fp32, {{"boxes1", {{0, 0, 1, 1}}}, {"boxes2", {{3, 0, 4, 1}}}, {"eps", 1e-7}, {"reduction", "none"}}}},
+      // Two residuals under the mean: gradients of 1/2 each, not 1.
+      {"mutant:regression_loss_backward_mean_as_sum",
+       {DType::fp32,
+        {{"loss", "smooth_l1"}, {"input", {3.0, -3.0}}, {"target", {0.0, 0.0}}, {"beta", 1.0}, {"reduction", "mean"}}}},
+      // A zero residual under beta 0: any subgradient in [-1, 1], never NaN.
+      {"mutant:smooth_l1_backward_zero_beta_nan",
+       {DType::fp32,
+        {{"loss", "smooth_l1"}, {"input", {0.5, 2.0}}, {"target", {0.5, 0.0}}, {"beta", 0.0}, {"reduction", "sum"}}}},
       // Two proposals, both background: no positives, box loss 0 / 2 = 0, or 0 / 0.
       {"mutant:fast_rcnn_loss_unguarded",
        {DType::fp32,

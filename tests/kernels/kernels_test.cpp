@@ -1,5 +1,7 @@
 // The LibTorch side: our dtype rounding agrees with c10's, the torchvision library loads
-// and its nms runs through the dispatcher, the ATen box_iou port keeps torchvision's contract.
+// and its nms runs through the dispatcher, the ATen box_iou port keeps torchvision's contract,
+// --deterministic sets LibTorch's switch.
+#include <ATen/Context.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 #include <cstring>
 
 #include "kernels/factories.h"
+#include "kernels/run_policy.h"
 #include "kernels/target.h"
 #include "model/error.h"
 
@@ -298,6 +301,32 @@ TEST(MmcvBatchedNms, EmptyInputRaisesUnlessClassAgnosticAsUpstream) {
   empty.class_agnostic = true;
   EXPECT_TRUE(batched_target("mmcv").run(empty, DType::fp32, Device::cpu).at(0).values.empty());
   EXPECT_TRUE(batched_target("torchvision").run(empty, DType::fp32, Device::cpu).at(0).values.empty());
+}
+
+}  // namespace
+}  // namespace detfuzz::kernels
+
+namespace detfuzz::kernels {
+namespace {
+
+// --deterministic is LibTorch's own switch (torch.use_deterministic_algorithms), set and
+// cleared; under it torchvision's CPU backward kernels run and three runs agree bit for bit.
+TEST(RunPolicy, DeterministicSetsLibTorchsSwitchAndTheCpuBackwardKernelsAreStableUnderIt) {
+  KernelConfig config;
+  config.deterministic = true;
+  config.repeats = 3;
+  apply_determinism(config);
+  EXPECT_TRUE(at::globalContext().deterministicAlgorithms());
+  const auto targets = under_run_policy(ps_roi_pool_backward_targets(config), config, "ps_roi_pool_backward");
+  const PsRoiPoolBackwardProblem p{{{1, 4, 5, 5, {}}, {{0, 0.5, 0.5, 4.5, 3.5}, {0, 1, 1, 5, 5}}, 0.5, 2, 2},
+                                   {0.1, -2, 3, 4, 5, 6, -7, 8}};
+  std::vector<HostTensor> out;
+  EXPECT_NO_THROW(out = targets.front().run(p, DType::fp32, Device::cpu)) << targets.front().name;
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out.front().shape, (std::vector<std::int64_t>{1, 4, 5, 5}));
+  config.deterministic = false;
+  apply_determinism(config);
+  EXPECT_FALSE(at::globalContext().deterministicAlgorithms());
 }
 
 }  // namespace
