@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "running_error.h"
+#include "vector_clones.h"
 
 namespace detfuzz::oracles {
 namespace {
@@ -72,14 +73,46 @@ Bilinear bilinear(const DeformConv2dProblem& p, const Layout& l, std::int64_t b,
 // largest difference of neighbouring (zero-padded) map values around it.
 double local_slope(const DeformConv2dProblem& p, const Layout& l, std::int64_t b, std::int64_t ch, double y, double x) {
   const auto row = static_cast<std::int64_t>(std::floor(y)), column = static_cast<std::int64_t>(std::floor(x));
+  // The 5 x 5 patch from (row - 1, column - 1), read once (each value takes part in up to
+  // four differences): the bench's layer asks this of every sample.
+  double patch[5][5];
+  const bool inside = row - 1 >= 0 && row + 3 < l.h && column - 1 >= 0 && column + 3 < l.w;
+  for (std::int64_t r = 0; r < 5; ++r)
+    for (std::int64_t s = 0; s < 5; ++s)
+      patch[r][s] = inside ? p.input[l.input(b, ch, row - 1 + r, column - 1 + s)]
+                           : padded(p, l, b, ch, row - 1 + r, column - 1 + s);
   double slope = 0;
-  for (std::int64_t r = row - 1; r <= row + 2; ++r)
-    for (std::int64_t s = column - 1; s <= column + 2; ++s) {
-      const double v = padded(p, l, b, ch, r, s);
-      slope = std::max({slope, std::fabs(padded(p, l, b, ch, r + 1, s) - v), std::fabs(padded(p, l, b, ch, r, s + 1) - v)});
-    }
+  for (int r = 0; r < 4; ++r)
+    for (int s = 0; s < 4; ++s)
+      slope = std::max({slope, std::fabs(patch[r + 1][s] - patch[r][s]), std::fabs(patch[r][s + 1] - patch[r][s])});
   return slope;
 }
+
+// local_slope of every pixel a sample can sit in or next to (rows -2 .. h, columns -2 .. w),
+// for one image and channel: a layer asks it of every one of its samples, which are many
+// more than the pixels (9 taps each, and every output channel's group reads them).
+class SlopeMap {
+ public:
+  SlopeMap() = default;
+  SlopeMap(const DeformConv2dProblem& p, const Layout& l, std::int64_t b, std::int64_t ch)
+      : rows_(l.h + 3), columns_(l.w + 3), slopes_(static_cast<std::size_t>(rows_ * columns_)) {
+    for (std::int64_t r = 0; r < rows_; ++r)
+      for (std::int64_t s = 0; s < columns_; ++s)
+        slopes_[static_cast<std::size_t>(r * columns_ + s)] =
+            local_slope(p, l, b, ch, static_cast<double>(r + kFirst), static_cast<double>(s + kFirst));
+  }
+  // The slope around (y, x), or -1 where the map does not reach (a sample far outside).
+  double at(double y, double x) const {
+    const double fy = std::floor(y) - kFirst, fx = std::floor(x) - kFirst;
+    if (!(fy >= 0 && fy < static_cast<double>(rows_) && fx >= 0 && fx < static_cast<double>(columns_))) return -1;
+    return slopes_[static_cast<std::size_t>(static_cast<std::int64_t>(fy) * columns_ + static_cast<std::int64_t>(fx))];
+  }
+
+ private:
+  static constexpr std::int64_t kFirst = -2;
+  std::int64_t rows_ = 0, columns_ = 0;
+  std::vector<double> slopes_;
+};
 
 double largest_magnitude(const DeformConv2dProblem& p, const Layout& l, std::int64_t b, std::int64_t ch) {
   double largest = 0;
@@ -107,7 +140,11 @@ struct Tiers {
 double position_error(DType dtype, double u, double base, double offset) {
   if (dtype == DType::fp64) return std::fabs(sum_rounding_error(base, offset));
   const double position = base + offset;
-  return representable(dtype, position) ? 0 : 2 * u * std::fabs(position);
+  // fp32 without the general check: the bench's layer asks this of every sample.
+  const bool held = dtype == DType::fp32 ? std::fabs(position) <= 0x1p100 &&
+                                               static_cast<double>(static_cast<float>(position)) == position
+                                         : representable(dtype, position);
+  return held ? 0 : 2 * u * std::fabs(position);
 }
 
 // One column entry (mask x sample) and, per tier, the bound of the kernel's error in it.
@@ -117,8 +154,9 @@ struct Column {
   std::array<double, 2> error{};
 };
 
+// `slopes`: this image and channel's SlopeMap, or nullptr to compute the slope in place.
 Column column_entry(const DeformConv2dProblem& p, const Layout& l, const Tiers& tiers, std::int64_t b, std::int64_t ch,
-                    std::int64_t tap, std::int64_t oy, std::int64_t ox) {
+                    std::int64_t tap, std::int64_t oy, std::int64_t ox, const SlopeMap* slopes = nullptr) {
   const std::int64_t i = tap / l.kw, j = tap % l.kw;
   const double dy = p.offset[l.offset(b, ch, tap, 0, oy, ox)], dx = p.offset[l.offset(b, ch, tap, 1, oy, ox)];
   const auto base_y = static_cast<double>(oy * p.stride_h - p.pad_h + i * p.dilation_h);
@@ -131,11 +169,16 @@ Column column_entry(const DeformConv2dProblem& p, const Layout& l, const Tiers& 
   column.peak = std::fabs(m) * sample.magnitude;
   double slope = -1;  // computed when a tier needs it
   for (std::size_t t = 0; t < 2; ++t) {
+    if (t == 1 && tiers.dtype[1] == tiers.dtype[0]) {  // fp32 and fp64: one format, one bound
+      column.error[1] = column.error[0];
+      break;
+    }
     const double u = tiers.u[t];
     const double moved = position_error(tiers.dtype[t], u, base_y, dy) + position_error(tiers.dtype[t], u, base_x, dx);
     double position_term = 0;
     if (moved > 0) {
       if (moved < 1) {
+        if (slope < 0 && slopes) slope = slopes->at(y, x);
         if (slope < 0) slope = local_slope(p, l, b, ch, y, x);
         position_term = slope * moved;
       } else {
@@ -150,6 +193,35 @@ Column column_entry(const DeformConv2dProblem& p, const Layout& l, const Tiers& 
     column.error[t] = std::fabs(m) * sample_error + (p.use_mask ? u * std::fabs(column.value) + eta : 0.0);
   }
   return column;
+}
+
+// One output channel's sums over its group's im2col rows: per output position the signed
+// sum, the sum of |w| |column| (what rounding in any order scales with) and the columns' own
+// error bounds weighted by |w| per tier (one tier when the storage dtype is its own
+// accumulate type). Output positions innermost, so that the loops vectorize; as few streams
+// as the bound needs, since they are what the time goes to (memory, not arithmetic).
+struct RowSums {
+  double* __restrict sum;
+  double* __restrict reach;
+  double* __restrict strict;
+  double* __restrict store;
+};
+struct Im2col {
+  const double* __restrict value;
+  const double* __restrict strict_error;
+  const double* __restrict storage_error;
+};
+
+template <bool kTwoTiers>
+DETFUZZ_CHANNEL_LOOPS void add_row(const Im2col& columns, std::size_t base, double w, std::size_t plane,
+                                   const RowSums& into) {
+  const double aw = std::fabs(w);
+  for (std::size_t q = 0; q < plane; ++q) {
+    into.sum[q] += w * columns.value[base + q];
+    into.reach[q] += aw * std::fabs(columns.value[base + q]);
+    into.strict[q] += aw * columns.strict_error[base + q];
+    if constexpr (kTwoTiers) into.store[q] += aw * columns.storage_error[base + q];
+  }
 }
 
 }  // namespace
@@ -188,42 +260,50 @@ std::vector<DeformConv2dElement> deform_conv2d(const DeformConv2dProblem& p, DTy
   // One image at a time, im2col as the kernel forms it: for each (channel, tap) row the column
   // entries of every output position, then per output channel the sums over the group's rows,
   // output positions innermost so that the loops vectorize.
-  std::vector<double> value(static_cast<std::size_t>(l.c * l.taps) * plane_size), magnitude(value.size()),
-      strict_error(value.size()), storage_error(value.size()), peak(value.size());
+  const bool two_tiers = tiers.dtype[0] != tiers.dtype[1];
+  std::vector<double> value(static_cast<std::size_t>(l.c * l.taps) * plane_size), strict_error(value.size()),
+      storage_error(two_tiers ? value.size() : 0), peak(value.size());
   std::vector<double> sum(plane_size), reach(plane_size), strict(plane_size), store(plane_size), highest(plane_size);
   for (std::int64_t b = 0; b < l.n; ++b) {
-    for (std::int64_t ch = 0; ch < l.c; ++ch)
+    for (std::int64_t ch = 0; ch < l.c; ++ch) {
+      const SlopeMap slopes(p, l, b, ch);
       for (std::int64_t tap = 0; tap < l.taps; ++tap)
         for (std::int64_t oy = 0; oy < l.oh; ++oy)
           for (std::int64_t ox = 0; ox < l.ow; ++ox) {
-            const Column column = column_entry(p, l, tiers, b, ch, tap, oy, ox);
+            const Column column = column_entry(p, l, tiers, b, ch, tap, oy, ox, &slopes);
             const auto at = static_cast<std::size_t>((ch * l.taps + tap) * plane + oy * l.ow + ox);
             value[at] = column.value;
-            magnitude[at] = std::fabs(column.value);
             strict_error[at] = column.error[0];
-            storage_error[at] = column.error[1];
+            if (two_tiers) storage_error[at] = column.error[1];
             peak[at] = column.peak;
           }
+    }
     for (std::int64_t out = 0; out < l.o; ++out) {
+      const std::int64_t first_row = (out / l.group_outputs) * rows;
+      if (out % l.group_outputs == 0) {
+        // A column entry past the range is infinite in the kernel whatever its weight (times a
+        // zero weight it is NaN): the group's largest entry per position, whatever the output.
+        std::fill(highest.begin(), highest.end(), 0.0);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const double* row_peak = &peak[static_cast<std::size_t>(first_row + r) * plane_size];
+          for (std::size_t q = 0; q < plane_size; ++q) highest[q] = std::max(highest[q], row_peak[q]);
+        }
+      }
       std::fill(sum.begin(), sum.end(), 0.0);
       std::fill(reach.begin(), reach.end(), 0.0);
       std::fill(strict.begin(), strict.end(), 0.0);
       std::fill(store.begin(), store.end(), 0.0);
-      std::fill(highest.begin(), highest.end(), 0.0);
-      const std::int64_t first_row = (out / l.group_outputs) * rows;
+      const Im2col columns{value.data(), strict_error.data(), storage_error.data()};
+      const RowSums into{sum.data(), reach.data(), strict.data(), store.data()};
       for (std::int64_t r = 0; r < rows; ++r) {
-        const double w = p.weight[l.weight(out, r / l.taps, r % l.taps)], aw = std::fabs(w);
         const std::size_t base = static_cast<std::size_t>(first_row + r) * plane_size;
-        for (std::size_t q = 0; q < plane_size; ++q) {
-          sum[q] += w * value[base + q];
-          reach[q] += aw * magnitude[base + q];
-          strict[q] += aw * strict_error[base + q];
-          store[q] += aw * storage_error[base + q];
-          // A column entry past the range is infinite in the kernel whatever its weight (times
-          // a zero weight it is NaN).
-          highest[q] = std::max(highest[q], peak[base + q]);
-        }
+        const double w = p.weight[l.weight(out, r / l.taps, r % l.taps)];
+        if (two_tiers)
+          add_row<true>(columns, base, w, plane_size, into);
+        else
+          add_row<false>(columns, base, w, plane_size, into);
       }
+      if (!two_tiers) store = strict;
       const double bias = p.bias[static_cast<std::size_t>(out)];
       for (std::size_t q = 0; q < plane_size; ++q) {
         DeformConv2dElement& e = answer[l.output(b, out, 0, 0) + q];

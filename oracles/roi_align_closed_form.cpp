@@ -11,20 +11,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "vector_clones.h"
+
 namespace detfuzz::oracles::roi_align_internal {
 namespace {
 
-// The closed form's per-channel loops, built twice on x86-64 Linux: for AVX2 (four lanes, three-
-// operand selects: about half the instructions of SSE2's) and for the baseline, picked once
-// at load time (an ifunc). Not FMA: with it GCC would contract a * b + c, which changes the
-// values; the clones compute the same bits. Only these functions carry AVX2 code (what they
-// inline is compiled into them), so no shared inline function can leak AVX2 into callers
-// that run on older CPUs.
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
-#define DETFUZZ_CHANNEL_LOOPS __attribute__((target_clones("avx2", "default")))
-#else
-#define DETFUZZ_CHANNEL_LOOPS
-#endif
+// The closed form's per-channel loops are DETFUZZ_CHANNEL_LOOPS (vector_clones.h): AVX2's
+// three-operand selects take about half the instructions of SSE2's.
 
 // Whether a value the kernel reads is exactly what it stores: without a call, since the
 // closed form asks it for every pixel it reads (bf16 is the top half of fp32; fp16 has 11

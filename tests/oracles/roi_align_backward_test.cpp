@@ -314,10 +314,10 @@ TEST(PsRoiPoolBackwardOracle, EachBinSpreadsItsGradientOverItsPixelsInItsOwnChan
   const PsRoiPoolBackwardProblem whole{{shape_only(1, 2, 2), {{0, 0, 0, 2, 2}}, 1.0, 1, 1}, {4}};
   for (const auto& e : ps_roi_pool_backward(whole, DType::fp16)) {
     EXPECT_EQ(e.value, 1.0);
-    // One share: its division's rounding (fp16's unit roundoff of 1) and fp16's subnormal
-    // floor, no addition.
-    EXPECT_NEAR(e.storage.bound, 0x1p-11 + 2 * 0x1p-14 * 0x1p-11, 0x1p-40);
-    EXPECT_NEAR(e.strict.bound, 0x1p-24, 0x1p-40);
+    // One share: its division's rounding (fp16's unit roundoff of 1, x + x^2 for x = u) and
+    // fp16's subnormal floor, no addition.
+    EXPECT_NEAR(e.storage.bound, 0x1p-11 + 0x1p-22 + 2 * 0x1p-14 * 0x1p-11, 0x1p-40);
+    EXPECT_NEAR(e.strict.bound, 0x1p-24 + 0x1p-48, 0x1p-50);  // fp64's own rounding aside
   }
   EXPECT_TRUE(ps_roi_pool_backward({{shape_only(3, 2, 2), {}, 1.0, 2, 2}, {}}, DType::fp32).empty());
 }
