@@ -208,14 +208,9 @@ std::unique_ptr<OpHarness> make_giou_loss_backward_harness(std::vector<kernels::
   definition.size = [](const GiouLossProblem& p) { return p.boxes1.size(); };
   definition.smaller = loss_smaller;
   definition.oracle_json = [](const GiouLossProblem& p, DType dtype) {
-    nlohmann::json values = nlohmann::json::array(), intervals = nlohmann::json::array();
-    for (const auto& e : gradient_expected(p, dtype)) {
-      values.push_back(corpus::json_double(e.value));
-      intervals.push_back({corpus::json_double(e.strict.low), corpus::json_double(e.strict.high),
-                           corpus::json_double(e.strict.bound)});
-    }
-    return nlohmann::json{{"shape", {2, p.boxes1.size(), 4}}, {"grad_boxes1_then_grad_boxes2", values},
-                          {"interval_and_bound", intervals}};
+    nlohmann::json json = expected_json(gradient_expected(p, dtype), "grad_boxes1_then_grad_boxes2");
+    json["shape"] = {2, p.boxes1.size(), 4};
+    return json;
   };
   definition.side_by_side = [](const GiouLossProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
     const auto expected_values = gradient_expected(p, dtype);

@@ -210,13 +210,7 @@ std::unique_ptr<OpHarness> make_regression_loss_backward_harness(
   definition.size = [](const RegressionLossProblem& p) { return p.input.size(); };
   definition.smaller = regression_smaller;
   definition.oracle_json = [](const RegressionLossProblem& p, DType dtype) {
-    nlohmann::json values = nlohmann::json::array(), intervals = nlohmann::json::array();
-    for (const auto& e : regression_gradient_expected(p, dtype)) {
-      values.push_back(corpus::json_double(e.value));
-      intervals.push_back({corpus::json_double(e.strict.low), corpus::json_double(e.strict.high),
-                           corpus::json_double(e.strict.bound)});
-    }
-    return nlohmann::json{{"grad_input", values}, {"interval_and_bound", intervals}};
+    return expected_json(regression_gradient_expected(p, dtype), "grad_input");
   };
   definition.side_by_side = [](const RegressionLossProblem& p, const std::vector<HostTensor>& outputs, DType dtype) {
     const auto expected_values = regression_gradient_expected(p, dtype);

@@ -17,6 +17,16 @@ std::string number(double value) { return std::isnan(value) ? "nan" : fmt::forma
 
 }  // namespace
 
+nlohmann::json expected_json(const std::vector<compare::ExpectedValue>& expected, const std::string& values_key) {
+  nlohmann::json values = nlohmann::json::array(), intervals = nlohmann::json::array();
+  for (const auto& e : expected) {
+    values.push_back(corpus::json_double(e.value));
+    intervals.push_back(
+        {corpus::json_double(e.strict.low), corpus::json_double(e.strict.high), corpus::json_double(e.strict.bound)});
+  }
+  return {{values_key, values}, {"interval_and_bound", intervals}};
+}
+
 nlohmann::json host_tensor_json(const HostTensor& tensor) {
   nlohmann::json values = nlohmann::json::array();
   for (double v : tensor.values) values.push_back(corpus::json_double(v));

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fuzz/compare/continuous.h"
 #include "model/problems.h"
 
 namespace detfuzz::fuzz {
@@ -23,5 +24,9 @@ std::string lists_side_by_side(const std::string& what, const std::vector<double
 std::string element_table(const std::vector<std::int64_t>& shape, const std::vector<double>& kernel,
                           const std::vector<double>& oracle, const std::vector<double>& tolerance,
                           std::size_t max_rows = 16);
+
+// An oracle's expectations as a case file shows them: {values_key: [value, ...],
+// "interval_and_bound": [[low, high, bound] of the accumulate-type tier, ...]}.
+nlohmann::json expected_json(const std::vector<compare::ExpectedValue>& expected, const std::string& values_key);
 
 }  // namespace detfuzz::fuzz

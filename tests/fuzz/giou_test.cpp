@@ -5,10 +5,8 @@
 #include <cmath>
 
 #include "corpus/case_json.h"
-#include "fuzz/campaign.h"
 #include "fuzz/ops/op_harness.h"
-#include "fuzz/progress.h"
-#include "fuzz/runner.h"
+#include "support/in_process_campaign.h"
 #include "oracles/giou.h"
 
 namespace detfuzz::fuzz {
@@ -89,13 +87,10 @@ TEST(BoxAreaOp, UpcastAreasStayFiniteAndFp16AreasOverflow) {
 // finding on the generated pairs (identical, nested, touching, disjoint, degenerate) in any
 // dtype, and the gradient without eps caught on two empty boxes.
 TEST(GiouLossBackwardOp, AutogradRaisesNoFailingFindingOnGeneratedPairs) {
-  Registry registry;
-  registry.ops.push_back(make_giou_loss_backward_harness({kernels::giou_loss_backward_targets({}).front()}));
   CampaignOptions o;
   o.cases_per_cell = 600;
-  auto progress = make_progress(ProgressMode::none);
-  InProcessRunner runner;
-  const reports::Report report = run_campaign(registry, o, *progress, runner);
+  const reports::Report report = detfuzz::testing::in_process_campaign(
+      make_giou_loss_backward_harness({kernels::giou_loss_backward_targets({}).front()}), o);
   for (const auto& f : report.findings) EXPECT_FALSE(f.fails) << f.dtype << " " << f.kind << ": " << f.message;
   for (const auto& cell : report.cells) EXPECT_EQ(cell.cases, 600u) << cell.dtype << " " << cell.reason;
 }

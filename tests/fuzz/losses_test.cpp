@@ -6,10 +6,8 @@
 #include <cmath>
 
 #include "corpus/case_json.h"
-#include "fuzz/campaign.h"
 #include "fuzz/ops/op_harness.h"
-#include "fuzz/progress.h"
-#include "fuzz/runner.h"
+#include "support/in_process_campaign.h"
 #include "oracles/losses.h"
 
 namespace detfuzz::fuzz {
@@ -96,13 +94,10 @@ TEST(RegressionLossOp, TorchMatchesTheOracleOnBothBranchesAndEveryReduction) {
 // finding on the generated problems (both branches, beta 0 and 1/9, zero residuals, every
 // reduction) in any dtype the linked torch runs.
 TEST(RegressionLossBackwardOp, TorchsAutogradRaisesNoFailingFindingOnGeneratedProblems) {
-  Registry registry;
-  registry.ops.push_back(make_regression_loss_backward_harness({kernels::regression_loss_backward_targets({}).front()}));
   CampaignOptions o;
   o.cases_per_cell = 600;
-  auto progress = make_progress(ProgressMode::none);
-  InProcessRunner runner;
-  const reports::Report report = run_campaign(registry, o, *progress, runner);
+  const reports::Report report = detfuzz::testing::in_process_campaign(
+      make_regression_loss_backward_harness({kernels::regression_loss_backward_targets({}).front()}), o);
   for (const auto& f : report.findings) EXPECT_FALSE(f.fails) << f.dtype << " " << f.kind << ": " << f.message;
   std::size_t ran = 0;
   for (const auto& cell : report.cells) ran += cell.cases;

@@ -10,12 +10,10 @@
 #include <stdexcept>
 
 #include "corpus/case_json.h"
-#include "fuzz/campaign.h"
 #include "fuzz/ops/op_harness.h"
-#include "fuzz/progress.h"
-#include "fuzz/runner.h"
 #include "kernels/mutants/emulated_targets.h"
 #include "kernels/run_policy.h"
+#include "support/in_process_campaign.h"
 
 namespace detfuzz::fuzz {
 namespace {
@@ -64,14 +62,10 @@ TEST(RunPolicy, RunsThatDifferAreANondeterministicFindingWhateverTheOracleSays) 
 }
 
 TEST(RunPolicy, ACampaignRecordsAFailingNondeterministicFinding) {
-  Registry registry;
-  registry.ops.push_back(harness(flaky(), 3));
   CampaignOptions o;
   o.dtypes = {DType::fp32};
   o.cases_per_cell = 20;
-  auto progress = make_progress(ProgressMode::none);
-  InProcessRunner runner;
-  const reports::Report report = run_campaign(registry, o, *progress, runner);
+  const reports::Report report = detfuzz::testing::in_process_campaign(harness(flaky(), 3), o);
   ASSERT_FALSE(report.findings.empty());
   EXPECT_EQ(report.findings.front().kind, "nondeterministic");
   EXPECT_TRUE(report.findings.front().fails);

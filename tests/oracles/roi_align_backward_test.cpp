@@ -63,23 +63,29 @@ RoiAlignAnswer gradient_of(const RoiAlignBackwardProblem& b, bool position_sensi
   return position_sensitive ? ps_roi_align_backward(b, dtype) : roi_align_backward(b, dtype);
 }
 
-void check_adjoint_identity(bool position_sensitive) {
-  const RoiAlignProblem p = *forward_problems(position_sensitive);
-  const RoiAlignAnswer forward = forward_of(p, position_sensitive);
-  std::vector<double> grad;
-  for (std::size_t i = 0; i < forward.size(); ++i) grad.push_back(*rc::gen::inRange(-64, 65) / 16.0);
-  const RoiAlignAnswer backward = gradient_of(backward_of(p, grad), position_sensitive);
-  RC_ASSERT(backward.size() == p.input.values.size());
+// <backward(g), x> = <g, forward(x)> to fp64 rounding of the two sums' terms.
+template <class Backward, class Forward>
+void assert_adjoint(const Backward& backward, const std::vector<double>& x, const std::vector<double>& grad,
+                    const Forward& forward) {
+  RC_ASSERT(backward.size() == x.size());
   double left = 0, right = 0, scale = 0;
   for (std::size_t i = 0; i < backward.size(); ++i) {
-    left += backward[i].value * p.input.values[i];
-    scale += std::fabs(backward[i].value * p.input.values[i]);
+    left += backward[i].value * x[i];
+    scale += std::fabs(backward[i].value * x[i]);
   }
   for (std::size_t i = 0; i < forward.size(); ++i) {
     right += grad[i] * forward[i].value;
     scale += std::fabs(grad[i] * forward[i].value);
   }
   RC_ASSERT(std::fabs(left - right) <= 1e-12 * (scale + 1));
+}
+
+void check_adjoint_identity(bool position_sensitive) {
+  const RoiAlignProblem p = *forward_problems(position_sensitive);
+  const RoiAlignAnswer forward = forward_of(p, position_sensitive);
+  std::vector<double> grad;
+  for (std::size_t i = 0; i < forward.size(); ++i) grad.push_back(*rc::gen::inRange(-64, 65) / 16.0);
+  assert_adjoint(gradient_of(backward_of(p, grad), position_sensitive), p.input.values, grad, forward);
 }
 
 RC_GTEST_PROP(RoiAlignBackwardOracle, IsTheAdjointOfTheForwardOracle, ()) { check_adjoint_identity(false); }
@@ -264,18 +270,7 @@ RC_GTEST_PROP(PsRoiPoolBackwardOracle, IsTheAdjointOfTheForwardOracle, ()) {
   const auto forward = ps_roi_pool(p, DType::fp64);
   std::vector<double> grad;
   for (std::size_t i = 0; i < forward.size(); ++i) grad.push_back(*rc::gen::inRange(-64, 65) / 16.0);
-  const RoiAlignAnswer backward = ps_roi_pool_backward(ps_pool_backward_of(p, grad), DType::fp64);
-  RC_ASSERT(backward.size() == p.input.values.size());
-  double left = 0, right = 0, scale = 0;
-  for (std::size_t i = 0; i < backward.size(); ++i) {
-    left += backward[i].value * p.input.values[i];
-    scale += std::fabs(backward[i].value * p.input.values[i]);
-  }
-  for (std::size_t i = 0; i < forward.size(); ++i) {
-    right += grad[i] * forward[i].value;
-    scale += std::fabs(grad[i] * forward[i].value);
-  }
-  RC_ASSERT(std::fabs(left - right) <= 1e-12 * (scale + 1));
+  assert_adjoint(ps_roi_pool_backward(ps_pool_backward_of(p, grad), DType::fp64), p.input.values, grad, forward);
 }
 
 // d <g, forward(x)> / d x_i by central differences of the forward oracle, against the
